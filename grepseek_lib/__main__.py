@@ -1,0 +1,3 @@
+from grepseek_lib.cli import main
+
+raise SystemExit(main())

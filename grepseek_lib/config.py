@@ -1,0 +1,64 @@
+"""Paths and defaults in one place; every value can be overridden by an env var or an argument."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: Benchmarks of the evaluation, in the paper's order.
+BENCHMARKS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle")
+#: Training splits (cold start and RL); the other benchmarks are out of distribution.
+TRAIN_SPLITS = ("hotpotqa_train", "musique_train")
+
+#: The name under which the agent always sees the corpus, whatever its physical layout.
+LOGICAL_CORPUS_NAME = "corpus.jsonl"
+
+#: Tool limits shared by cold start, RL, evaluation and the CLI (paper: 60 s inference, 180 s RL).
+DEFAULT_TIMEOUT_S = 60.0
+RL_TIMEOUT_S = 180.0
+DEFAULT_MAX_OBS_TOKENS = 2048
+#: Bytes read from a pipeline's stdout before it is stopped and marked truncated.
+DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
+#: Agent budget: at most this many tool calls, then one answer.
+MAX_TOOL_CALLS = 5
+
+
+def _env_path(var: str, default: Path) -> Path:
+    value = os.environ.get(var)
+    return Path(value).expanduser() if value else default
+
+
+def raw_dir() -> Path:
+    """Raw QA / Wikipedia sources (env GREPSEEK_RAW, default ../shared/data/raw next to the repo)."""
+    return _env_path("GREPSEEK_RAW", REPO_ROOT.parent / "shared" / "data" / "raw")
+
+
+def data_dir() -> Path:
+    """Everything the pipeline builds (env GREPSEEK_DATA, default data/ in the repo)."""
+    return _env_path("GREPSEEK_DATA", REPO_ROOT / "data")
+
+
+def miniwiki_dir() -> Path:
+    return data_dir() / "miniwiki"
+
+
+def default_corpus() -> Path:
+    return _env_path("GREPSEEK_CORPUS", miniwiki_dir() / "corpus.jsonl")
+
+
+def default_shards() -> Path:
+    return miniwiki_dir() / "shards"
+
+
+def benchmarks_dir() -> Path:
+    return miniwiki_dir() / "benchmarks"
+
+
+def models_dir() -> Path:
+    return _env_path("GREPSEEK_MODELS", data_dir() / "models")
+
+
+def runs_dir() -> Path:
+    return _env_path("GREPSEEK_RUNS", REPO_ROOT / "runs")
