@@ -1,0 +1,105 @@
+"""`grepseek run`: one pipeline over the corpus, printed exactly as `bash -c` would print it.
+
+Contract (../shared/docs/DESIGN.md): stdout and stderr are the pipeline's own, the exit status is the
+last stage's; a refusal exits 126 with one `refused:` line, a timeout exits 124 with a `timeout:` line.
+Sequential runs stream (memory stays flat on `cat corpus.jsonl`); `--shards` goes through the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from pathlib import Path
+
+from grepseek_lib import config
+from grepseek_lib.errors import UserError
+from grepseek_lib.shell.types import EXIT_REFUSED, EXIT_TIMEOUT, RunResult
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run one read-only pipeline over the corpus (exactly what bash would print)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser)
+    parser.set_defaults(func=run_main)
+    register_shard(subparsers)
+
+
+def register_shard(subparsers: argparse._SubParsersAction) -> None:
+    """`grepseek shard`: line-aligned shards + manifest for the parallel engine (shell/shards.py)."""
+    parser = subparsers.add_parser(
+        "shard", help="cut the corpus into N line-aligned shards with a manifest (for `run --shards`)")
+    parser.add_argument("--corpus", type=Path, default=None, help="corpus file (default: config.default_corpus())")
+    parser.add_argument("--shards", type=int, required=True, help="number of shards (e.g. the number of cores)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="shard folder (default: shards/ next to corpus.jsonl, else <stem>.shards/)")
+    parser.set_defaults(func=shard_main)
+
+
+def shard_main(args: argparse.Namespace) -> int:
+    from grepseek_lib.shell.shards import build_shards, default_shards_dir
+
+    corpus = resolve_corpus(args.corpus)
+    manifest = build_shards(corpus, args.shards, args.out or default_shards_dir(corpus))
+    lines = sum(s.lines for s in manifest.shards)
+    print(f"{len(manifest.shards)} shards of {corpus} ({manifest.size} bytes, {lines} lines, "
+          f"sha256 {manifest.sha256[:12]}) in {manifest.directory}")
+    return 0
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `grepseek run` (kept separate so other commands can reuse them)."""
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="corpus file, seen by the pipeline as corpus.jsonl (default: config.default_corpus())")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
+    mode.add_argument("--sequential", action="store_true", help="one process chain over the whole corpus")
+    parser.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S,
+                        help="seconds before the whole chain is killed (exit 124)")
+    parser.add_argument("--max-output-bytes", type=int, default=None,
+                        help="stop after this many stdout bytes (exit 141); default: no cap, streamed")
+    parser.add_argument("pipeline", help="the pipeline, e.g. \"rg -m 5 'Eiffel Tower' corpus.jsonl | head\"")
+
+
+def resolve_corpus(path: Path | None) -> Path:
+    corpus = Path(path) if path is not None else config.default_corpus()
+    if not corpus.is_file():
+        raise UserError(f"corpus not found: {corpus}; build it with `grepseek data build` or pass --corpus FILE")
+    return corpus
+
+
+def run_main(args: argparse.Namespace) -> int:
+    from grepseek_lib.shell.policy import parse_command, refusal_line
+    from grepseek_lib.shell.runner import run_pipeline, timeout_line
+    from grepseek_lib.shell.tool import load_engine
+    from grepseek_lib.shell.types import Refused
+
+    corpus = resolve_corpus(args.corpus)
+    if args.timeout <= 0:
+        raise UserError(f"--timeout must be positive, got {args.timeout}")
+    if args.max_output_bytes is not None and args.max_output_bytes < 0:
+        raise UserError(f"--max-output-bytes must be >= 0, got {args.max_output_bytes}")
+    try:
+        pipeline = parse_command(args.pipeline)
+    except Refused as exc:
+        print(refusal_line(exc), file=sys.stderr)
+        return EXIT_REFUSED
+    out, err = sys.stdout.buffer, sys.stderr.buffer
+    sys.stdout.flush()
+    engine = None if args.sequential else load_engine(corpus, args.shards)
+    runner = engine.run if engine is not None else functools.partial(run_pipeline, corpus=corpus)
+    result: RunResult = runner(pipeline, timeout=args.timeout, max_output_bytes=args.max_output_bytes,
+                               stdout_sink=out, stderr_sink=err)
+    try:
+        out.flush()
+    except BrokenPipeError:
+        result.truncated = True
+    if result.truncated and args.max_output_bytes is None:  # our reader went away (`| head`): be quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return result.exit_code
+    if result.timed_out:
+        print(timeout_line(args.timeout), file=sys.stderr)
+        return EXIT_TIMEOUT
+    return result.exit_code
