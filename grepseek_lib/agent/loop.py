@@ -1,0 +1,181 @@
+"""The ReAct loop: the model thinks, runs one shell pipeline, reads the result, ... then answers.
+
+Many episodes step in lockstep, so each turn is ONE batched `backend.generate` call (the GPU or the
+HTTP server sees a batch, not a queue), and the tool calls of a turn run concurrently.
+
+Protocol (PAPER.md): at most `max_tool_calls` tool calls, then the agent is told to answer; a malformed
+action gets one format-error observation and a second one in a row ends the episode; an episode whose
+next prompt would not fit `max_context_tokens` ends. Stop reasons: answer, format_errors, budget, context.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from grepseek_lib import config
+from grepseek_lib.agent.actions import parse_action
+from grepseek_lib.agent.prompt import budget_message, format_error_message, initial_messages
+from grepseek_lib.agent.trajectory import Trajectory, Turn
+
+#: Generation stops after the first action; the parser accepts the text with or without the stop string.
+STOP_STRINGS = ("</tool_call>", "</answer>")
+#: Two malformed actions in a row end the episode.
+MAX_FORMAT_ERRORS_IN_ROW = 2
+#: Tokens a chat template adds around one message (role markers), for the context estimate.
+_TEMPLATE_TOKENS_PER_MESSAGE = 8
+DEFAULT_MAX_NEW_TOKENS = 512
+DEFAULT_MAX_CONTEXT_TOKENS = 8192
+
+
+@dataclass
+class _Episode:
+    traj: Trajectory
+    tool_calls: int = 0
+    errors_in_row: int = 0
+    budget_spent: bool = False
+    done: bool = False
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.traj.messages
+
+    def finish(self, reason: str, answer: str | None = None) -> None:
+        self.traj.stop_reason, self.traj.answer, self.done = reason, answer, True
+
+
+def _as_item(item, index: int) -> tuple[str, str, list[str]]:
+    """(id, question, golds) from a plain question or a benchmark record."""
+    if isinstance(item, str):
+        return str(index), item, []
+    golds = item.get("golden_answers", item.get("golds", []))
+    return str(item.get("id", index)), item["question"], [str(g) for g in golds]
+
+
+def _token_counter(backend, tool) -> Callable[[str], int]:
+    """Count tokens with the policy's tokenizer when one is at hand, else a cautious estimate."""
+    tokenizer = getattr(backend, "tokenizer", None) or getattr(tool, "tokenizer", None)
+    if tokenizer is not None and hasattr(tokenizer, "encode"):
+        return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
+    return lambda text: len(text.encode("utf-8")) // 3 + 1
+
+
+def corpus_lines(tool) -> int:
+    """The corpus line count the prompt announces (the tool knows it, or we count once)."""
+    n_lines = getattr(tool, "n_lines", None)
+    if n_lines is not None:
+        return int(n_lines)
+    manifest = getattr(getattr(tool, "engine", None), "manifest", None)
+    if manifest is not None:  # sharded: the manifest already counted them
+        return sum(shard.lines for shard in manifest.shards)
+    stat = os.stat(tool.corpus)
+    return _count_lines(os.fspath(tool.corpus), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _count_lines(path: str, size: int, mtime_ns: int) -> int:
+    """Newlines in a file, counted once per (path, size, mtime): a big corpus is read once per process."""
+    count = 0
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return count
+
+
+def _run_tools(tool, commands: list[str], workers: int) -> list[tuple[dict, float]]:
+    """Run a turn's tool calls (concurrently when there are several); returns (payload, seconds) each."""
+
+    def one(command: str) -> tuple[dict, float]:
+        start = time.perf_counter()
+        payload = tool(command)
+        return payload, time.perf_counter() - start
+
+    if len(commands) <= 1 or workers <= 1:
+        return [one(c) for c in commands]
+    with ThreadPoolExecutor(max_workers=min(workers, len(commands))) as pool:
+        return list(pool.map(one, commands))
+
+
+def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MAX_TOOL_CALLS,
+              max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+              max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS, temperature: float = 0.0,
+              n_lines: int | None = None, tool_workers: int = 4,
+              on_turn: Callable[[Trajectory, Turn], None] | None = None) -> list[Trajectory]:
+    """Run one episode per item (a question string or a benchmark record) in lockstep; returns them in order.
+
+    `on_turn(trajectory, turn)` is called after every turn (the CLI prints steps live with it).
+    """
+    from grepseek_lib.shell.tool import observation_text
+
+    n_lines = corpus_lines(tool) if n_lines is None else n_lines
+    count_tokens = _token_counter(backend, tool)
+    episodes = []
+    for index, item in enumerate(items):
+        qid, question, golds = _as_item(item, index)
+        messages = initial_messages(question, n_lines, max_tool_calls=max_tool_calls)
+        episodes.append(_Episode(Trajectory(question=question, id=qid, golds=golds, messages=messages),
+                                 budget_spent=max_tool_calls <= 0))
+
+    while active := [ep for ep in episodes if not ep.done]:
+        generations = backend.generate([ep.messages for ep in active], max_new_tokens=max_new_tokens,
+                                       temperature=temperature, stop=list(STOP_STRINGS))
+        tool_work: list[tuple[_Episode, Turn]] = []
+        for ep, gen in zip(active, generations, strict=True):
+            action = parse_action(gen.text)
+            turn = Turn(text=gen.text, action=action, prompt_tokens=int(gen.prompt_tokens or 0),
+                        completion_tokens=int(gen.completion_tokens or 0), llm_s=float(gen.latency_s or 0.0))
+            ep.traj.turns.append(turn)
+            if action.kind == "answer":
+                ep.messages.append({"role": "assistant", "content": action.text})
+                ep.finish("answer", action.answer)
+            elif ep.budget_spent:
+                ep.messages.append({"role": "assistant", "content": action.text or gen.text})
+                ep.finish("budget")
+            elif action.kind == "invalid":
+                ep.messages.append({"role": "assistant", "content": gen.text.strip()})
+                ep.errors_in_row += 1
+                if ep.errors_in_row >= MAX_FORMAT_ERRORS_IN_ROW:
+                    ep.finish("format_errors")
+                else:
+                    turn.observation_text = format_error_message(action.error or "malformed action")
+                    ep.messages.append({"role": "tool", "content": turn.observation_text})
+            else:
+                ep.messages.append({"role": "assistant", "content": action.text})
+                tool_work.append((ep, turn))
+
+        results = _run_tools(tool, [turn.action.command for _, turn in tool_work], tool_workers)
+        for (ep, turn), (payload, seconds) in zip(tool_work, results, strict=True):
+            turn.observation, turn.tool_s = payload, seconds
+            turn.observation_text = observation_text(payload)
+            ep.messages.append({"role": "tool", "content": turn.observation_text})
+            ep.tool_calls += 1
+            ep.errors_in_row = 0
+            if ep.tool_calls >= max_tool_calls:
+                ep.budget_spent = True
+                ep.messages.append({"role": "user", "content": budget_message(max_tool_calls)})
+
+        for ep in active:
+            turn = ep.traj.turns[-1]
+            if not ep.done and _next_prompt_tokens(ep, turn, count_tokens) + max_new_tokens > max_context_tokens:
+                ep.finish("context")
+            if on_turn is not None:
+                on_turn(ep.traj, turn)
+    return [ep.traj for ep in episodes]
+
+
+def _next_prompt_tokens(ep: _Episode, turn: Turn, count_tokens: Callable[[str], int]) -> int:
+    """Estimate the next prompt's length: the last prompt + its completion + the messages added since."""
+    if turn.prompt_tokens:
+        added = ep.messages[-3:] if ep.budget_spent and turn.action.kind == "tool" else ep.messages[-2:]
+        base = turn.prompt_tokens + turn.completion_tokens
+        return base + sum(count_tokens(m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in added[1:])
+    return sum(count_tokens(m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in ep.messages)
+
+
+def run_episode(question, backend, tool, **kwargs) -> Trajectory:
+    """One episode (a question string or a benchmark record); see `run_batch` for the options."""
+    return run_batch([question], backend, tool, **kwargs)[0]

@@ -1,0 +1,176 @@
+"""Run the agent over benchmarks and score it: per-question records, trajectories, EM / F1 tables.
+
+Long runs get killed; so every finished batch is appended to `records.jsonl` and `trajectories.jsonl`
+at once, and a rerun with the same `out_dir` skips the (benchmark, id) pairs already recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from grepseek_lib import config
+from grepseek_lib.agent.loop import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_NEW_TOKENS, run_batch
+from grepseek_lib.agent.trajectory import Trajectory, append_jsonl
+from grepseek_lib.errors import UserError
+from grepseek_lib.eval.metrics import aggregate, exact_match, f1
+
+RECORDS = "records.jsonl"
+TRAJECTORIES = "trajectories.jsonl"
+RESULTS = "results.parquet"
+TABLE_MD, TABLE_CSV = "table.md", "table.csv"
+#: Columns of the summary table: the paper's metrics, then tool calls and wall seconds per question
+#: (a batch's wall time shared by its questions; llm_s / tool_s per episode stay in the records).
+TABLE_METRICS = ("em", "f1", "tool_calls", "wall_s")
+
+
+def load_questions(benchmark: str, limit: int | None = None, benchmarks_dir: Path | None = None) -> list[dict]:
+    """The first `limit` questions of a benchmark (a name in the benchmarks folder, or a FlashRAG file)."""
+    from grepseek_lib.data.formats import load_benchmark
+
+    source = Path(benchmarks_dir) / f"{benchmark}.jsonl" if benchmarks_dir else benchmark
+    return load_benchmark(source, limit)
+
+
+def benchmark_name(benchmark: str) -> str:
+    """`nq` stays `nq`; a file path becomes its stem."""
+    return Path(benchmark).name.removesuffix(".gz").removesuffix(".jsonl")
+
+
+def read_records(out_dir: Path) -> list[dict]:
+    """Records written so far (a half-written last line from a killed run is dropped)."""
+    path = Path(out_dir) / RECORDS
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def drop_partial_line(path: Path) -> None:
+    """Cut a half-written last line (a killed run) so the next append starts on a fresh line."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as handle:
+        handle.seek(-1, 2)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        data = handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)
+
+
+def make_record(traj: Trajectory, benchmark: str, wall_s: float) -> dict:
+    """One scored question; `wall_s` is the question's share of its batch's wall time."""
+    return {"id": traj.id, "benchmark": benchmark, "question": traj.question, "golds": list(traj.golds),
+            "prediction": traj.answer, "em": exact_match(traj.answer, traj.golds),
+            "f1": f1(traj.answer, traj.golds), "tool_calls": traj.tool_calls,
+            "format_errors": traj.format_errors, "turns": len(traj.turns), "stop_reason": traj.stop_reason,
+            "prompt_tokens": sum(t.prompt_tokens for t in traj.turns),
+            "completion_tokens": sum(t.completion_tokens for t in traj.turns),
+            "llm_s": traj.llm_s, "tool_s": traj.tool_s, "total_s": traj.llm_s + traj.tool_s, "wall_s": wall_s}
+
+
+def markdown_table(table) -> str:
+    """A pipe table (pandas' to_markdown needs an extra package)."""
+    header = [table.index.name or "", *map(str, table.columns)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for name, row in table.iterrows():
+        cells = [str(int(v)) if col == "n" else f"{v:.4f}" for col, v in row.items()]
+        lines.append("| " + " | ".join([str(name), *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(out_dir: Path):
+    """results.parquet (one row a question) + table.md / table.csv (per benchmark, micro, macro)."""
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    frame = pd.DataFrame(read_records(out_dir))
+    if frame.empty:
+        return aggregate(pd.DataFrame(columns=["benchmark", *TABLE_METRICS]), metrics=TABLE_METRICS)
+    frame.to_parquet(out_dir / RESULTS, index=False)
+    table = aggregate(frame, by="benchmark", metrics=TABLE_METRICS)
+    table.to_csv(out_dir / TABLE_CSV)
+    (out_dir / TABLE_MD).write_text(markdown_table(table), encoding="utf-8")
+    return table
+
+
+def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Sequence[str] = config.BENCHMARKS,
+             limit: int | None = 50, out_dir: Path | None = None, *, batch_size: int = 8,
+             corpus: Path | None = None, shards: Path | None = None, backend=None, tool=None,
+             benchmarks_dir: Path | None = None, temperature: float = 0.0,
+             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS,
+             max_tool_calls: int = config.MAX_TOOL_CALLS, timeout: float = config.DEFAULT_TIMEOUT_S,
+             max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS, backend_kwargs: dict | None = None,
+             progress: bool = True):
+    """Evaluate the agent; returns the summary table (rows: benchmarks, micro, macro; columns n, em, f1,
+    tool_calls, wall_s). `batch_size` episodes run in lockstep (one batched generate per turn).
+    Pass `backend` / `tool` to reuse built ones; otherwise they are made from model / backend_kind / corpus.
+    """
+    from tqdm.auto import tqdm
+
+    out_dir = Path(out_dir) if out_dir else config.runs_dir() / "eval"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in (RECORDS, TRAJECTORIES):
+        drop_partial_line(out_dir / name)
+    done = {(r.get("benchmark"), str(r.get("id"))) for r in read_records(out_dir)}
+    pending = [(benchmark_name(name), q) for name in benchmarks
+               for q in load_questions(name, limit, benchmarks_dir)
+               if (benchmark_name(name), q["id"]) not in done]
+    if pending:
+        if tool is None:
+            corpus, shards = resolve_corpus(corpus, shards)  # fail on a bad path before loading a model
+        backend = backend or _make_backend(backend_kind, model, backend_kwargs)
+        tool = tool or make_tool(corpus, shards, timeout=timeout, max_obs_tokens=max_obs_tokens,
+                                 tokenizer=getattr(backend, "tokenizer", None))
+        bar = tqdm(total=len(pending), desc="eval", unit="q", disable=not progress)
+        for start in range(0, len(pending), max(1, batch_size)):
+            batch = pending[start:start + max(1, batch_size)]
+            began = time.perf_counter()
+            trajs = run_batch([q for _, q in batch], backend, tool, max_tool_calls=max_tool_calls,
+                              max_new_tokens=max_new_tokens, max_context_tokens=max_context_tokens,
+                              temperature=temperature)
+            wall_s = (time.perf_counter() - began) / len(batch)
+            for (name, _), traj in zip(batch, trajs, strict=True):
+                traj.meta["benchmark"] = name
+            records = [make_record(traj, name, wall_s) for (name, _), traj in zip(batch, trajs, strict=True)]
+            append_jsonl(trajs, out_dir / TRAJECTORIES)
+            with (out_dir / RECORDS).open("a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+            bar.update(len(batch))
+            bar.set_postfix(f1=f"{sum(r['f1'] for r in records) / len(records):.3f}", s_per_q=f"{wall_s:.1f}")
+        bar.close()
+    return write_tables(out_dir)
+
+
+def _make_backend(kind: str, model: str, backend_kwargs: dict | None):
+    from grepseek_lib.agent.backends import make_backend
+
+    return make_backend(kind, model, **(backend_kwargs or {}))
+
+
+def resolve_corpus(corpus: Path | None, shards: Path | None) -> tuple[Path, Path | None]:
+    """The corpus file (default: the mini-wiki) and its shards (default: the mini-wiki's, if built)."""
+    corpus = Path(corpus) if corpus else config.default_corpus()
+    if not corpus.is_file():
+        raise UserError(f"no corpus at {corpus}: pass --corpus FILE or run `grepseek data build`")
+    if shards is None and corpus == config.default_corpus() and config.default_shards().exists():
+        shards = config.default_shards()
+    if shards is not None and not Path(shards).is_dir():
+        raise UserError(f"no shard folder at {shards}: build it with `grepseek shard` or drop --shards")
+    return corpus, (Path(shards) if shards is not None else None)
+
+
+def make_tool(corpus: Path, shards: Path | None, *, timeout: float, max_obs_tokens: int, tokenizer=None):
+    """The shell tool, truncating observations with the policy's own tokenizer when there is one."""
+    from grepseek_lib.shell.tool import ShellTool
+
+    return ShellTool(corpus, shards=shards, timeout=timeout, max_obs_tokens=max_obs_tokens, tokenizer=tokenizer)

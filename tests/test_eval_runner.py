@@ -1,0 +1,136 @@
+"""The evaluation runner: scoring, tables with micro / macro rows, resuming, and the `grepseek eval` command."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from grepseek_lib.agent.actions import render_turn
+from grepseek_lib.agent.backends import Generation
+from grepseek_lib.cli import main
+from grepseek_lib.data.formats import corpus_line
+from grepseek_lib.eval.runner import (
+    RECORDS,
+    RESULTS,
+    TABLE_CSV,
+    TABLE_MD,
+    TRAJECTORIES,
+    evaluate,
+    read_records,
+)
+from grepseek_lib.shell.tool import ShellTool
+
+BENCH = {
+    "nq": [("n1", "capital of France?", ["Paris"]), ("n2", "river of Paris?", ["Seine"]),
+           ("n3", "highest mountain?", ["Mount Everest", "Everest"])],
+    "bamboogle": [("b1", "brother of Moses?", ["Aaron"])],
+}
+#: What the scripted policy answers (one search first for every question).
+REPLIES = {"capital of France?": "Paris", "river of Paris?": "the Loire", "highest mountain?": "Everest",
+           "brother of Moses?": "Aaron the prophet"}
+
+
+class AnsweringBackend:
+    """Searches once, then answers from REPLIES; counts the conversations it was asked to continue."""
+
+    tokenizer = None
+
+    def __init__(self):
+        self.questions: list[str] = []
+
+    def generate(self, conversations, *, max_new_tokens, temperature, stop=None):
+        out = []
+        for messages in conversations:
+            question = messages[1]["content"].removeprefix("Query: ")
+            if messages[-1]["role"] == "user":
+                self.questions.append(question)
+                text = render_turn("search", command="rg -c -F Paris corpus.jsonl")
+            else:
+                text = render_turn("found", answer=REPLIES[question])
+            out.append(Generation(text, 100, 20, 0.0))
+        return out
+
+
+@pytest.fixture()
+def setup(tmp_path):
+    bench_dir = tmp_path / "benchmarks"
+    bench_dir.mkdir()
+    for name, rows in BENCH.items():
+        (bench_dir / f"{name}.jsonl").write_text("".join(
+            json.dumps({"id": i, "question": q, "golden_answers": g, "metadata": {}}) + "\n" for i, q, g in rows))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(corpus_line("1", "Paris", "Paris is the capital of France.") + "\n")
+    return bench_dir, ShellTool(corpus, timeout=10), tmp_path / "out"
+
+
+def test_scores_tables_and_files(setup):
+    bench_dir, tool, out = setup
+    backend = AnsweringBackend()
+    table = evaluate(benchmarks=["nq", "bamboogle"], limit=None, out_dir=out, backend=backend, tool=tool,
+                     benchmarks_dir=bench_dir, batch_size=2, progress=False)
+    records = {r["id"]: r for r in read_records(out)}
+    assert set(records) == {"n1", "n2", "n3", "b1"}
+    assert (records["n1"]["em"], records["n1"]["f1"]) == (1.0, 1.0)
+    assert (records["n2"]["em"], records["n2"]["f1"]) == (0.0, 0.0)
+    assert records["n3"]["em"] == 1.0  # any gold counts
+    assert records["b1"]["em"] == 0.0 and records["b1"]["f1"] == pytest.approx(2 / 3)  # "aaron prophet" vs "aaron"
+    r = records["n1"]
+    assert r["benchmark"] == "nq" and r["golds"] == ["Paris"] and r["prediction"] == "Paris"
+    assert r["tool_calls"] == 1 and r["stop_reason"] == "answer" and r["tool_s"] > 0
+    assert r["total_s"] == pytest.approx(r["llm_s"] + r["tool_s"])
+    assert list(table.index) == ["nq", "bamboogle", "micro", "macro"]
+    assert table.loc["nq", "n"] == 3 and table.loc["micro", "n"] == 4
+    assert table.loc["nq", "em"] == pytest.approx(2 / 3)
+    assert table.loc["micro", "em"] == pytest.approx(2 / 4)
+    assert table.loc["macro", "em"] == pytest.approx((2 / 3 + 0) / 2)
+    assert table.loc["micro", "tool_calls"] == 1
+    assert len(pd.read_parquet(out / RESULTS)) == 4
+    assert pd.read_csv(out / TABLE_CSV, index_col=0).loc["macro", "f1"] == pytest.approx(table.loc["macro", "f1"])
+    md = (out / TABLE_MD).read_text()
+    assert md.startswith("| benchmark | n | em | f1 |") and "| micro | 4 |" in md
+    assert len((out / TRAJECTORIES).read_text().splitlines()) == 4
+
+
+def test_resume_skips_answered_questions(setup):
+    bench_dir, tool, out = setup
+    first = AnsweringBackend()
+    evaluate(benchmarks=["nq"], limit=2, out_dir=out, backend=first, tool=tool, benchmarks_dir=bench_dir,
+             progress=False)
+    assert sorted(first.questions) == ["capital of France?", "river of Paris?"]
+    with (out / RECORDS).open("a") as handle:
+        handle.write('{"id": "n3", "bench')  # killed while writing: this question is not done
+    second = AnsweringBackend()
+    table = evaluate(benchmarks=["nq", "bamboogle"], limit=3, out_dir=out, backend=second, tool=tool,
+                     benchmarks_dir=bench_dir, progress=False)
+    assert sorted(second.questions) == ["brother of Moses?", "highest mountain?"]
+    assert sorted(r["id"] for r in read_records(out)) == ["b1", "n1", "n2", "n3"]
+    assert table.loc["micro", "n"] == 4
+    third = AnsweringBackend()
+    evaluate(benchmarks=["nq", "bamboogle"], limit=3, out_dir=out, backend=third, tool=tool,
+             benchmarks_dir=bench_dir, progress=False)
+    assert third.questions == []  # everything answered: nothing runs, not even a model load
+
+
+def test_cli_eval_with_the_tiny_model(setup, tmp_path, capsys):
+    from grepseek_lib.train.models import build_tiny_model
+
+    bench_dir, tool, out = setup
+    model = build_tiny_model(tmp_path / "tiny", corpus=tool.corpus)
+    code = main(["eval", "--model", str(model), "--benchmarks", f"{bench_dir / 'nq.jsonl'},{bench_dir}/bamboogle.jsonl",
+                 "--limit", "1", "--out", str(out), "--corpus", str(tool.corpus), "--max-new-tokens", "16"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| nq | 1 |" in printed and "| bamboogle | 1 |" in printed and "| macro | 2 |" in printed
+    assert len(read_records(out)) == 2
+
+
+def test_cli_user_errors(setup, tmp_path, capsys):
+    bench_dir, tool, out = setup
+    assert main(["eval", "--benchmarks", "nope", "--out", str(out), "--corpus", str(tool.corpus)]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["ask", "q", "--corpus", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no corpus" in capsys.readouterr().err
+    assert main(["ask", "q", "--corpus", str(tool.corpus), "--base-url", "http://x"]) == 2
+    assert "--backend openai" in capsys.readouterr().err
