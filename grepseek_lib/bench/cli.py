@@ -1,0 +1,31 @@
+"""`grepseek bench ...`: latency measurements (engine: sequential vs sharded pipelines)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from grepseek_lib import config
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    bench = subparsers.add_parser("bench", help="latency benchmarks")
+    kinds = bench.add_subparsers(dest="bench_command", required=True)
+    engine = kinds.add_parser("engine", help="sequential vs sharded engine over typical agent pipelines")
+    engine.add_argument("--corpus", type=Path, default=None, help="corpus file (default: config.default_corpus())")
+    engine.add_argument("--shards", type=int, required=True, help="number of shards (built next to the corpus)")
+    engine.add_argument("--repeats", type=int, default=5, help="timed runs per pipeline and mode (median)")
+    engine.add_argument("--out", type=Path, default=None,
+                        help="folder for engine_bench.md / .csv (default: runs/bench_engine)")
+    engine.set_defaults(func=engine_main)
+
+
+def engine_main(args: argparse.Namespace) -> int:
+    from grepseek_lib.bench.engine import bench_engine, markdown_table, write_report
+
+    corpus = args.corpus or config.default_corpus()
+    frame, summary = bench_engine(corpus, args.shards, repeats=args.repeats)
+    csv_path, md_path = write_report(frame, summary, args.out or config.runs_dir() / "bench_engine")
+    print(markdown_table(frame, summary))
+    print(f"wrote {md_path} and {csv_path}")
+    return 0

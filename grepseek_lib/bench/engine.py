@@ -1,0 +1,225 @@
+"""Engine benchmark: typical agent pipelines, one sequential run vs the sharded engine.
+
+Each pipeline runs `repeats` times in every mode, modes alternating within a repeat so page-cache
+warmth favours none (one untimed warm-up first). Reported: median latency per mode, the speed-up,
+whether every sharded output was byte-identical to the sequential one, and the geometric mean
+speed-up over the count and filter pipelines (the issue's goal: >= 1.7x on 2 shards / 2 cores;
+head pipelines never slower). GNU `parallel --pipepart` is timed as an outside baseline when
+installed; its (hand-merged) output is checked too, and is not always exact.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib.errors import UserError
+
+#: Output is not capped while benchmarking: the engine must produce every byte.
+_TIMEOUT_S = 600.0
+_SUM = " | awk '{s+=$1} END {print s+0}'"
+
+
+@dataclass(frozen=True)
+class BenchPipeline:
+    """One benchmarked command; `block`/`merge` describe the GNU parallel baseline (None: no baseline)."""
+
+    kind: str  #: count | filter | head | sort | fallback
+    command: str
+    block: str | None = None
+    merge: str = ""
+
+
+#: Typical agent commands (literal and case-insensitive searches, counts, numbered matches, heads).
+PIPELINES: tuple[BenchPipeline, ...] = (
+    BenchPipeline("count", "rg -c -F 'Paris' corpus.jsonl", "rg -c -F 'Paris'", _SUM),
+    BenchPipeline("count", "grep -c -F 'Nobel Prize' corpus.jsonl", "grep -c -F 'Nobel Prize'", _SUM),
+    BenchPipeline("count", "rg -F 'river' corpus.jsonl | wc -l", "rg -F 'river' | wc -l", _SUM),
+    BenchPipeline("count", "rg -c -i 'einstein' corpus.jsonl", "rg -c -i 'einstein'", _SUM),
+    BenchPipeline("filter", "rg -F 'Einstein' corpus.jsonl", "rg -F 'Einstein'"),
+    BenchPipeline("filter", "rg -n -F 'Nobel Prize' corpus.jsonl", None),
+    BenchPipeline("filter", "grep -F 'Zanzibar' corpus.jsonl", "grep -F 'Zanzibar'"),
+    BenchPipeline("head", "rg -F -i 'paris' corpus.jsonl | head -n 5", "rg -F -i 'paris' | head -n 5",
+                  " | head -n 5"),
+    BenchPipeline("head", "rg -n 'born' corpus.jsonl | head", None),
+    BenchPipeline("head", "rg -F 'Zanzibar' corpus.jsonl | head -n 5", "rg -F 'Zanzibar' | head -n 5",
+                  " | head -n 5"),
+    BenchPipeline("sort", "rg -o '[A-Z][a-z]+ University' corpus.jsonl | sort | uniq | head -n 10",
+                  "rg -o '[A-Z][a-z]+ University' | sort | uniq | head -n 10", " | sort | uniq | head -n 10"),
+    BenchPipeline("fallback", "rg -o '[A-Z][a-z]+ University' corpus.jsonl | sort | uniq -c | sort -rn | head",
+                  "rg -o '[A-Z][a-z]+ University'", " | sort | uniq -c | sort -rn | head"),
+    BenchPipeline("fallback", "awk 'length($0) > 3000' corpus.jsonl | wc -l", None),
+)
+
+
+def bench_shards_dir(corpus: Path, n: int) -> Path:
+    """Where the benchmark keeps its own shards (next to the corpus, so under data/ for data/ corpora)."""
+    return corpus.parent / f"{corpus.stem}.bench-shards{n}"
+
+
+def ensure_shards(corpus: Path, n: int):
+    """A fresh manifest of n shards for `corpus`, built only when missing or stale."""
+    from grepseek_lib.shell.shards import build_shards, load_manifest
+
+    folder = bench_shards_dir(corpus, n)
+    try:
+        manifest = load_manifest(folder, corpus)
+        if len(manifest.shards) == n:
+            return manifest
+    except UserError:
+        pass
+    return build_shards(corpus, n, folder)
+
+
+def _parallel_runner(corpus: Path, n: int):
+    """A function timing GNU parallel --pipepart for a pipeline, or None when it is not installed."""
+    from grepseek_lib.shell.runner import child_env
+
+    exe = shutil.which("parallel")
+    if exe is None:
+        return None
+    env = {**child_env(), "HOME": str(corpus.parent)}
+
+    def run(p: BenchPipeline) -> tuple[float, bytes] | None:
+        if p.block is None:
+            return None
+        command = (f"{shlex.quote(exe)} --will-cite --pipepart -a {shlex.quote(str(corpus))} --block -1 -k "
+                   f"-j {n} {shlex.quote(p.block)}{p.merge}")
+        start = time.perf_counter()
+        done = subprocess.run(["bash", "-c", command], env=env, capture_output=True, timeout=_TIMEOUT_S)
+        return time.perf_counter() - start, done.stdout
+
+    return run
+
+
+def _timed(fn) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def bench_engine(corpus: str | Path, shards: int, repeats: int = 5,
+                 pipelines: tuple[BenchPipeline, ...] = PIPELINES) -> tuple[Any, dict[str, Any]]:
+    """Time every pipeline sequentially and sharded; (per-pipeline DataFrame, summary dict)."""
+    import pandas as pd
+    from tqdm import tqdm
+
+    from grepseek_lib.shell.engine import Engine
+    from grepseek_lib.shell.policy import parse_command
+    from grepseek_lib.shell.runner import run_pipeline
+
+    corpus = Path(corpus).expanduser()
+    if not corpus.is_file():
+        raise UserError(f"corpus {corpus} does not exist; build it (`grepseek data build`, `grepseek data scale`)")
+    if shards < 2:
+        raise UserError(f"--shards must be at least 2 to compare with a sequential run, got {shards}")
+    if repeats < 1:
+        raise UserError(f"--repeats must be at least 1, got {repeats}")
+    manifest = ensure_shards(corpus, shards)
+    load_start = os.getloadavg()[0]
+    engine = Engine(corpus, manifest.directory)
+    baseline = _parallel_runner(corpus, shards)
+    rows = []
+    for p in tqdm(pipelines, desc="bench engine", unit="pipeline"):
+        pipeline = parse_command(p.command)
+
+        def sequential(pipeline=pipeline):
+            return run_pipeline(pipeline, corpus, timeout=_TIMEOUT_S, max_output_bytes=None)
+
+        def sharded(pipeline=pipeline):
+            return engine.run(pipeline, timeout=_TIMEOUT_S, max_output_bytes=None)
+
+        reference = sequential()  # warm-up (page cache) and the reference output
+        sharded()
+        times: dict[str, list[float]] = {"sequential": [], "sharded": [], "parallel": []}
+        identical = True
+        parallel_identical: bool | None = None
+        for r in range(repeats):
+            order = [("sequential", sequential), ("sharded", sharded)]
+            for mode, fn in order if r % 2 == 0 else order[::-1]:
+                seconds, result = _timed(fn)
+                times[mode].append(seconds)
+                if mode == "sharded":
+                    identical = identical and (result.stdout, result.stderr, result.exit_code) == \
+                        (reference.stdout, reference.stderr, reference.exit_code)
+            if baseline is not None:
+                measured = baseline(p)
+                if measured is not None:
+                    times["parallel"].append(measured[0])
+                    parallel_identical = (parallel_identical is not False) and measured[1] == reference.stdout
+        seq = statistics.median(times["sequential"])
+        par = statistics.median(times["sharded"])
+        gnu = statistics.median(times["parallel"]) if times["parallel"] else math.nan
+        rows.append({
+            "kind": p.kind, "pipeline": p.command, "strategy": engine.plan(pipeline).strategy,
+            "sequential_s": seq, "sharded_s": par, "speedup": seq / par if par > 0 else math.nan,
+            "identical": identical, "parallel_s": gnu,
+            "parallel_speedup": seq / gnu if gnu == gnu and gnu > 0 else math.nan,
+            "parallel_identical": parallel_identical, "output_bytes": len(reference.stdout),
+        })
+    frame = pd.DataFrame(rows)
+    core = frame[frame.kind.isin(["count", "filter"])]
+    heads = frame[frame.kind == "head"]
+    summary = {
+        "corpus": str(corpus), "corpus_bytes": manifest.size, "shards": shards, "repeats": repeats,
+        "geomean_speedup_count_filter": float(math.exp(sum(math.log(s) for s in core.speedup) / len(core)))
+        if len(core) else math.nan,
+        "min_speedup_head": float(heads.speedup.min()) if len(heads) else math.nan,
+        "all_identical": bool(frame.identical.all()),
+        "gnu_parallel": "installed" if baseline is not None else "not installed: baseline skipped",
+        # Other work on the machine steals the cores the shards need: say how busy it was.
+        "load_avg_1min_start": round(load_start, 2), "load_avg_1min_end": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+    }
+    return frame, summary
+
+
+def markdown_table(frame: Any, summary: dict[str, Any]) -> str:
+    """The results as a markdown table plus the summary lines (README / notebook ready)."""
+    def fmt(value: Any, pattern: str) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "n/a"
+        return pattern.format(value)
+
+    lines = [
+        f"Corpus {summary['corpus']} ({summary['corpus_bytes'] / 1e6:.0f} MB), {summary['shards']} shards, "
+        f"median of {summary['repeats']} runs; GNU parallel: {summary['gnu_parallel']}; {summary['cpus']} CPUs, "
+        f"1-min load average {summary['load_avg_1min_start']} at start, {summary['load_avg_1min_end']} at end.",
+        "",
+        "| kind | pipeline | strategy | sequential s | sharded s | speed-up | identical | parallel --pipepart s "
+        "| parallel exact |",
+        "|---|---|---|---:|---:|---:|:---:|---:|:---:|",
+    ]
+    for row in frame.itertuples():
+        exact = {True: "yes", False: "NO", None: "n/a"}[row.parallel_identical]
+        lines.append(
+            f"| {row.kind} | `{row.pipeline.replace('|', chr(92) + '|')}` | {row.strategy} | "
+            f"{row.sequential_s:.3f} | {row.sharded_s:.3f} | {row.speedup:.2f}x | "
+            f"{'yes' if row.identical else 'NO'} | {fmt(row.parallel_s, '{:.3f}')} | {exact} |")
+    lines += [
+        "",
+        f"Geometric-mean speed-up on count and filter pipelines: {summary['geomean_speedup_count_filter']:.2f}x; "
+        f"slowest head pipeline: {summary['min_speedup_head']:.2f}x; "
+        f"all sharded outputs identical to sequential: {'yes' if summary['all_identical'] else 'NO'}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(frame: Any, summary: dict[str, Any], out: Path) -> tuple[Path, Path]:
+    """engine_bench.csv and engine_bench.md in `out`."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out / "engine_bench.csv", out / "engine_bench.md"
+    frame.to_csv(csv_path, index=False)
+    md_path.write_text(markdown_table(frame, summary))
+    (out / "engine_bench_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return csv_path, md_path

@@ -1,0 +1,396 @@
+"""The sharded engine: one pipeline over N shards at once, merged into exactly what one run prints.
+
+The planner (plan.py) decides how a pipeline may be split; this module runs it. Every shard run goes
+through the same runner as a sequential run (same policy, limits, environment), with the shard
+hard-linked as corpus.jsonl, so `rg -H` prints the logical name. Whatever the shards do that a single
+run would not explain (an error message, an odd exit status, a cut-off output) sends the command to
+ONE sequential run instead, so the reply is always what that run prints. A timeout in any needed
+shard is a timeout of the command, never a partial answer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from grepseek_lib.errors import UserError
+from grepseek_lib.shell import plan as planner
+from grepseek_lib.shell.policy import parse_command
+from grepseek_lib.shell.runner import EXIT_TRUNCATED, child_env, resolve_program, run_pipeline
+from grepseek_lib.shell.shards import Manifest, load_manifest
+from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, Refused, RunResult, Stage
+
+#: A post part runs once on the merged output; beyond this many bytes a single run is cheaper.
+MAX_INTERMEDIATE_BYTES = 64 << 20
+#: A head plan gives shard 0 this long alone: frequent matches finish there without extra processes.
+HEAD_GRACE_S = 0.03
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(workers: int) -> ThreadPoolExecutor:
+    """One long-lived pool per concurrency level, shared by every Engine and every call."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grepseek-shard")
+        return pool
+
+
+class _Fallback(Exception):
+    """The shards did something one run would not explain: answer with one sequential run."""
+
+
+@dataclass
+class _ShardRun:
+    future: Future
+    cancel: threading.Event
+
+
+class Engine:
+    """Runs accepted pipelines over a corpus, sharded when `shards_dir` holds a fresh manifest."""
+
+    def __init__(self, corpus: str | Path, shards_dir: str | Path | None = None, *, workers: int | None = None):
+        self.corpus = Path(corpus).expanduser()
+        if not self.corpus.is_file():
+            raise UserError(f"corpus {self.corpus} does not exist; check --corpus")
+        self.manifest: Manifest | None = None
+        if shards_dir is not None:
+            self.manifest = load_manifest(shards_dir, self.corpus)
+            stat = self.corpus.stat()
+            self._corpus_stat = (stat.st_size, stat.st_mtime_ns)  # as checked against the manifest
+        n = len(self.manifest.shards) if self.manifest else 1
+        self.workers = max(1, min(n, workers or os.cpu_count() or 1))
+
+    # ---- public ---------------------------------------------------------------------------------
+
+    def plan(self, pipeline: Pipeline) -> planner.Plan:
+        """How `pipeline` will run here (sequential without shards or when the corpus holds NUL bytes)."""
+        if self.manifest is None or len(self.manifest.shards) < 2:
+            return planner.sequential("no shards")
+        if self.manifest.has_nul:
+            return planner.sequential("the corpus holds NUL bytes (binary detection differs per shard)")
+        return planner.plan_pipeline(pipeline)
+
+    def run(self, pipeline: Pipeline | str, timeout: float, max_output_bytes: int | None = None, *,
+            stdout_sink: BinaryIO | None = None, stderr_sink: BinaryIO | None = None) -> RunResult:
+        """Run a pipeline (or command text); same RunResult as one sequential run would give.
+
+        With sinks the output is written there (the RunResult then carries empty bytes), as the runner.
+        """
+        if isinstance(pipeline, str):
+            try:
+                pipeline = parse_command(pipeline)
+            except Refused as exc:
+                from grepseek_lib.shell.tool import refused_result
+
+                return _deliver(refused_result(exc), stdout_sink, stderr_sink)
+        chosen = self.plan(pipeline)
+        if chosen.sharded:
+            self._check_fresh()
+            try:
+                result = self._run_sharded(pipeline, chosen, timeout, max_output_bytes)
+            except _Fallback:
+                result = None
+            if result is not None:
+                return _deliver(result, stdout_sink, stderr_sink)
+        return run_pipeline(pipeline, self.corpus, timeout=timeout, max_output_bytes=max_output_bytes,
+                            stdout_sink=stdout_sink, stderr_sink=stderr_sink)
+
+    # ---- sharded execution ------------------------------------------------------------------------
+
+    def _check_fresh(self) -> None:
+        """A cheap stat per call: shards cut from an older corpus must never answer."""
+        stat = self.corpus.stat()
+        assert self.manifest is not None
+        if (stat.st_size, stat.st_mtime_ns) != self._corpus_stat:
+            raise UserError(f"stale shards in {self.manifest.directory}: corpus {self.corpus} changed since it "
+                            f"was sharded; rebuild with `grepseek shard --corpus {self.corpus} --shards "
+                            f"{len(self.manifest.shards)} --out {self.manifest.directory}`")
+
+    def _run_shard(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None,
+                   cancel: threading.Event) -> RunResult | None:
+        if cancel.is_set():
+            return None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
+        assert self.manifest is not None
+        return run_pipeline(pipeline, self.manifest.shard_path(index), timeout=remaining, max_output_bytes=cap,
+                            cancel=cancel)
+
+    def _start(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None) -> _ShardRun:
+        cancel = threading.Event()
+        future = shared_pool(self.workers).submit(self._run_shard, index, pipeline, deadline, cap, cancel)
+        return _ShardRun(future, cancel)
+
+    def _run_sharded(self, pipeline: Pipeline, chosen: planner.Plan, timeout: float,
+                     max_output_bytes: int | None) -> RunResult | None:
+        assert self.manifest is not None
+        deadline = time.monotonic() + timeout
+        shard_pipeline = chosen.shard_pipeline(pipeline.text)
+        cap = MAX_INTERMEDIATE_BYTES if chosen.post else max_output_bytes
+        n = len(self.manifest.shards)
+        runs: list[_ShardRun | None] = [None] * n
+        lock = threading.Lock()
+        closed = threading.Event()  # set once the answer is known: nothing new may start
+
+        def start(i: int) -> _ShardRun | None:
+            with lock:
+                if runs[i] is None and not closed.is_set():
+                    runs[i] = self._start(i, shard_pipeline, deadline, cap)
+                return runs[i]
+
+        try:
+            if chosen.strategy == planner.HEAD:
+                # Shard 0 runs in this thread (no hand-off): frequent matches end there, as fast as one
+                # run. Only if it is still busy after a grace period do the other shards start.
+                first_done = threading.Event()
+
+                def start_rest_unless_first_done() -> None:  # a pool task: no thread is created per call
+                    if not first_done.wait(HEAD_GRACE_S):
+                        for j in range(1, n):
+                            start(j)
+
+                shared_pool(self.workers).submit(start_rest_unless_first_done)
+                cancel = threading.Event()
+                try:
+                    first = self._run_shard(0, shard_pipeline, deadline, cap, cancel)
+                except Exception:
+                    raise _Fallback from None
+                finally:
+                    first_done.set()
+                done: Future = Future()
+                done.set_result(first)
+                with lock:
+                    runs[0] = _ShardRun(done, cancel)
+            else:
+                for i in range(n):
+                    start(i)
+            results: list[RunResult] = []
+            merger = _Merger(chosen, self.manifest)
+            for i in range(n):
+                try:
+                    result = start(i).future.result()
+                except Exception:  # e.g. no room for the private folder: one run decides what happens
+                    raise _Fallback from None
+                if result is None:
+                    raise _Fallback
+                if result.timed_out:
+                    return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
+                _check_shard(result, chosen)
+                results.append(result)
+                if merger.add(i, result.stdout):
+                    break  # a head plan has all the lines it needs: later shards are cancelled
+                for j in range(i + 1, n):
+                    start(j)
+            stdout, code = merger.finish(results, deadline)
+        finally:
+            with lock:
+                closed.set()
+            for run in runs:
+                if run is not None:
+                    run.cancel.set()
+                    run.future.cancel()
+        if chosen.post:
+            if len(stdout) > MAX_INTERMEDIATE_BYTES:
+                raise _Fallback
+            return self._run_post(pipeline, chosen.post, stdout, deadline, max_output_bytes)
+        if max_output_bytes is not None and len(stdout) > max_output_bytes:
+            return RunResult(stdout[:max_output_bytes], b"", EXIT_TRUNCATED, truncated=True)
+        return RunResult(stdout, b"", code)
+
+    def _run_post(self, pipeline: Pipeline, post: tuple[Stage, ...], merged: bytes, deadline: float,
+                  max_output_bytes: int | None) -> RunResult:
+        """The stages that must run once, fed the merged bytes exactly as the earlier stages print them."""
+        folder = Path(tempfile.mkdtemp(prefix="grepseek-merge-"))
+        try:
+            stream = folder / "merged.jsonl"
+            stream.write_bytes(merged)
+            rest = Pipeline(text=pipeline.text, stages=(Stage(("cat", "corpus.jsonl")), *post))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
+            result = run_pipeline(rest, stream, timeout=remaining, max_output_bytes=max_output_bytes)
+            if result.timed_out:
+                return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
+            return result
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _deliver(result: RunResult, stdout_sink: BinaryIO | None, stderr_sink: BinaryIO | None) -> RunResult:
+    """Write a buffered result to sinks the way the runner streams (then the result carries no bytes)."""
+    if stdout_sink is None and stderr_sink is None:
+        return result
+    for data, sink in ((result.stdout, stdout_sink), (result.stderr, stderr_sink)):
+        if sink is not None and data:
+            try:
+                sink.write(data)
+            except BrokenPipeError:
+                result.truncated = True
+    return RunResult(b"" if stdout_sink else result.stdout, b"" if stderr_sink else result.stderr,
+                     result.exit_code, timed_out=result.timed_out, truncated=result.truncated)
+
+
+def _check_shard(result: RunResult, chosen: planner.Plan) -> None:
+    """A shard is trusted only if it behaved as a clean run: no message, no cut, a normal status."""
+    if result.stderr or result.truncated:
+        raise _Fallback
+    last = chosen.parallel[-1].program
+    allowed = (0, 1) if last in ("rg", "grep") else (0,)
+    if result.exit_code not in allowed:
+        raise _Fallback
+
+
+class _Merger:
+    """Accumulates shard outputs in shard order and applies the plan's merge rule."""
+
+    def __init__(self, chosen: planner.Plan, manifest: Manifest) -> None:
+        self.plan = chosen
+        self.manifest = manifest
+        self.parts: list[bytes] = []
+        self.lines = 0
+        self.size = 0
+
+    def add(self, index: int, out: bytes) -> bool:
+        """Take shard `index`'s output; True once a head plan needs nothing from later shards."""
+        p = self.plan
+        if p.renumber is not None:
+            out = _renumber(out, p.renumber, self.manifest.shards[index].first_line - 1,
+                            self.manifest.shards[index].byte_offset)
+        if p.strategy != planner.HEAD:
+            self.parts.append(out)
+            return False
+        if p.head_bytes is not None:
+            out = out[: p.head_bytes - self.size]
+            self.parts.append(out)
+            self.size += len(out)
+            return self.size >= p.head_bytes
+        out = _first_lines(out, p.head_lines - self.lines)
+        self.parts.append(out)
+        self.lines += out.count(b"\n")
+        return self.lines >= p.head_lines
+
+    def finish(self, results: list[RunResult], deadline: float) -> tuple[bytes, int]:
+        p = self.plan
+        codes = [r.exit_code for r in results]
+        if p.strategy in (planner.CONCAT, planner.HEAD):
+            code = (0 if 0 in codes else 1) if p.match_exit else 0
+            return b"".join(self.parts), code
+        if p.strategy == planner.SUM:
+            return _sum_counts(self.parts, codes)
+        if p.strategy == planner.SORT_MERGE:
+            return _sort_merge(self.parts, p, deadline), 0
+        raise AssertionError(p.strategy)
+
+
+def _first_lines(data: bytes, n: int) -> bytes:
+    """The first n lines of data (newline-terminated, as head -n counts)."""
+    if n <= 0:
+        return b""
+    pos = -1
+    for _ in range(n):
+        pos = data.find(b"\n", pos + 1)
+        if pos < 0:
+            return data
+    return data[: pos + 1]
+
+
+def _renumber(out: bytes, spec: planner.Renumber, line_base: int, byte_base: int) -> bytes:
+    """Shift the line numbers / byte offsets of `rg|grep -n/-b` output by the shard's place in the file."""
+    if not out or (line_base == 0 and byte_base == 0):
+        return out
+    lines = out.split(b"\n")
+    tail = lines.pop()  # b"" when out ends with a newline
+    if tail:
+        raise _Fallback  # rg and grep end every line they print
+    fixed = []
+    for line in lines:
+        if not line.startswith(spec.prefix):
+            raise _Fallback
+        pos = len(spec.prefix)
+        pieces = [spec.prefix]
+        for name in spec.fields:
+            colon = line.find(b":", pos)
+            digits = line[pos:colon]
+            if colon < 0 or not digits.isdigit():
+                raise _Fallback
+            value = int(digits) + (line_base if name == "line" else byte_base if name == "byte" else 0)
+            pieces.append(b"%d:" % value)
+            pos = colon + 1
+        pieces.append(line[pos:])
+        fixed.append(b"".join(pieces))
+    fixed.append(b"")
+    return b"\n".join(fixed)
+
+
+def _sum_counts(parts: list[bytes], codes: list[int]) -> tuple[bytes, int]:
+    """Add `N[suffix]\\n` counts; zero keeps the shards' own (identical) zero output and status."""
+    total = 0
+    shapes = set()
+    for out in parts:
+        if not out:
+            continue
+        head, sep, rest = out.partition(b"\n")
+        digits_end = len(head) - len(head.lstrip(b"0123456789"))
+        if not sep or rest or digits_end == 0:
+            raise _Fallback
+        total += int(head[:digits_end])
+        shapes.add(head[digits_end:])
+    if total == 0:
+        if len(set(parts)) != 1 or len(set(codes)) != 1:
+            raise _Fallback
+        return parts[0], codes[0]
+    if len(shapes) != 1 or any(c not in (0, 1) for c in codes) or 0 not in codes:
+        raise _Fallback
+    return b"%d%s\n" % (total, shapes.pop()), 0
+
+
+def _sort_merge(parts: list[bytes], p: planner.Plan, deadline: float) -> bytes:
+    """`sort -m` with the same options over the per-shard results, then uniq and head again."""
+    sort = resolve_program("sort")
+    if sort is None:
+        raise _Fallback
+    folder = Path(tempfile.mkdtemp(prefix="grepseek-sortm-"))
+    try:
+        names = []
+        for i, out in enumerate(parts):
+            name = f"part-{i:03d}"
+            (folder / name).write_bytes(out)
+            names.append(name)
+        try:
+            proc = subprocess.run(["sort", "-m", *p.sort_options, "--", *names], executable=sort, cwd=folder,
+                                  env=child_env(), capture_output=True,
+                                  timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise _Fallback from None
+        if proc.returncode != 0 or proc.stderr:
+            raise _Fallback
+        merged = proc.stdout
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if p.merge_uniq:
+        merged = _uniq(merged)
+    return _first_lines(merged, p.head_lines or 0)
+
+
+def _uniq(data: bytes) -> bytes:
+    """Bare `uniq`: drop a line equal to the one before it."""
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    kept = [line for k, line in enumerate(lines) if k == 0 or line != lines[k - 1]]
+    out = b"".join(line + b"\n" for line in kept)
+    if tail and (not lines or tail != lines[-1]):
+        out += tail
+    return out
+
