@@ -1,0 +1,155 @@
+"""Backward chain (last hop first, every command executed and verified) and forward assembly.
+
+The chain runs backwards because each hop's search tells the hop before it what it must deliver: the
+last hop searches from the bridge entity, the bridge is read off the verified passage in the corpus's
+own spelling, and the earlier hop must then print exactly that spelling, without searching for it.
+Assembly then replays the verified commands in order, the Planner drafting from what was printed and
+the Tutor aligning each draft to the command; the saved payloads are the ones verification saw.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from grepseek_lib import config
+from grepseek_lib.coldstart.roles import (
+    Attempt,
+    Item,
+    Observed,
+    Planner,
+    StepContext,
+    SubQuestion,
+    TeacherError,
+    Tutor,
+)
+from grepseek_lib.coldstart.verify import Verdict, leaked, output_passages, verify_output
+from grepseek_lib.shell.types import Refused
+
+#: Attempts per hop (paper: up to 6, widening after empty output).
+MAX_ATTEMPTS = 6
+#: Share of hops preceded by a count of the matching lines, when the tool budget allows.
+PROBE_RATE = 0.25
+
+ToolFn = Callable[[str], dict]
+
+
+@dataclass
+class VerifiedHop:
+    command: str
+    payload: dict
+    verdict: Verdict
+    attempts: list[Attempt]
+
+
+@dataclass
+class ChainResult:
+    ok: bool
+    reason: str = "ok"
+    plan: list[SubQuestion] = field(default_factory=list)
+    hops: dict[int, VerifiedHop] = field(default_factory=dict)
+    commands_run: int = 0
+    log: list[tuple[int, str, str]] = field(default_factory=list)  # (hop, command, outcome) of every attempt
+
+
+@dataclass
+class Turn:
+    """One assistant turn of the assembled trajectory: reasoning + a command (with its payload) or answer."""
+
+    think: str
+    command: str | None = None
+    payload: dict | None = None
+    probe: bool = False
+    answer: str | None = None
+
+
+def backward_chain(item: Item, plan: list[SubQuestion], tutor: Tutor, tool: ToolFn, rng: random.Random,
+                   max_attempts: int = MAX_ATTEMPTS) -> ChainResult:
+    """Verify one command per hop, last hop first; the first hop that cannot be verified rejects the plan."""
+    need = {i: list(hop.forms) for i, hop in enumerate(plan)}
+    result = ChainResult(False, plan=plan)
+    for index in reversed(range(len(plan))):
+        hop = plan[index]
+        anchor = plan[hop.ref].answer if hop.ref is not None else None
+        ctx = StepContext(item, index, hop, need[index], anchor, rng)
+        verified = _verify_hop(ctx, tutor, tool, max_attempts, result, last=index == len(plan) - 1)
+        result.log += [(index + 1, a.command, a.reason) for a in ctx.attempts]
+        if verified is None:
+            last_reason = ctx.attempts[-1].reason if ctx.attempts else "no_command"
+            result.reason = f"hop{index + 1}:{last_reason}"
+            return result
+        result.hops[index] = verified
+        if hop.ref is not None:
+            bridge = tutor.extract_bridge(ctx, verified.verdict.passage["contents"])
+            if not bridge:
+                result.reason = f"hop{index + 1}:bridge"
+                return result
+            need[hop.ref] = [bridge]
+            plan[hop.ref].answer = bridge
+    result.ok = True
+    return result
+
+
+def _verify_hop(ctx: StepContext, tutor: Tutor, tool: ToolFn, max_attempts: int, result: ChainResult,
+                *, last: bool) -> VerifiedHop | None:
+    forbidden = [*ctx.need, *ctx.item.golds]
+    for _ in range(max_attempts):
+        command = tutor.propose_command(ctx)
+        if not command:
+            return None
+        try:
+            leak = leaked(command, forbidden, ctx.item.question)
+        except Refused:
+            ctx.attempts.append(Attempt(command, "refused"))
+            continue
+        if leak is not None:
+            ctx.attempts.append(Attempt(command, "leak"))
+            continue
+        payload = tool(command)
+        result.commands_run += 1
+        verdict = verify_output(payload, ctx.need,
+                                lambda contents, pid: tutor.judge(ctx, contents, pid), relaxed=last)
+        ctx.attempts.append(Attempt(command, verdict.reason, (payload.get("stdout") or "")[:2000]))
+        if verdict.ok:
+            return VerifiedHop(command, payload, verdict, list(ctx.attempts))
+    return None
+
+
+def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn, rng: random.Random,
+             *, probe_rate: float = PROBE_RATE, max_tool_calls: int = config.MAX_TOOL_CALLS) -> list[Turn]:
+    """The trajectory in forward order: per hop an optional count, then the verified command; then the
+    answer written by the Planner from the trace."""
+    from grepseek_lib.coldstart.offline import count_command
+
+    turns: list[Turn] = []
+    history: list[Observed] = []
+    spare = max_tool_calls - len(chain.plan)
+    last = len(chain.plan) - 1
+    evidence = (chain.hops[last].verdict.passage or {}).get("id")
+    for index, hop in enumerate(chain.plan):
+        if index and evidence and evidence in _printed_ids(history[-1]):
+            break  # an earlier hop already printed the answer's evidence: answer now, never search on
+        verified = chain.hops[index]
+        probe = count_command(verified.command)
+        if probe and spare > 0 and rng.random() < probe_rate:
+            spare -= 1
+            draft = planner.draft(item, history, rng)
+            think = tutor.edit(item, draft, probe, history, hop, rng)
+            payload = tool(probe)
+            turns.append(Turn(think, probe, payload, probe=True))
+            history.append(Observed(probe, payload, probe=True))
+        draft = planner.draft(item, history, rng)
+        think = tutor.edit(item, draft, verified.command, history, hop, rng)
+        turns.append(Turn(think, verified.command, verified.payload))
+        history.append(Observed(verified.command, verified.payload))
+    think, answer = planner.answer(item, history, rng)
+    turns.append(Turn(think, answer=answer))
+    return turns
+
+
+def _printed_ids(observed: Observed) -> set[str]:
+    return {p["id"] for p in output_passages(observed.payload.get("stdout") or "")} - {""}
+
+
+__all__ = ["ChainResult", "TeacherError", "Turn", "VerifiedHop", "assemble", "backward_chain"]

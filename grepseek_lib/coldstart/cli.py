@@ -1,0 +1,120 @@
+"""`grepseek coldstart`: verified Tutor/Planner trajectories -> a chat dataset for SFT, with a stats report."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from grepseek_lib import config
+
+
+def register(subparsers) -> None:
+    cs = subparsers.add_parser("coldstart", help="build verified cold-start trajectories (chat JSONL + parquet)")
+    cs.add_argument("--splits", default=",".join(config.TRAIN_SPLITS),
+                    help="comma-separated benchmark names or FlashRAG .jsonl paths (default: the training splits)")
+    cs.add_argument("--limit", type=int, default=None, help="first N questions of each split")
+    cs.add_argument("--out", type=Path, default=None, help="output folder (default: data/coldstart); reruns resume")
+    cs.add_argument("--teacher", choices=("offline", "openai"), default="offline",
+                    help="offline: annotations + templates, no LLM; openai: a teacher behind an OpenAI-compatible server")
+    cs.add_argument("--base-url", default=None, help="teacher server URL (env OPENAI_BASE_URL)")
+    cs.add_argument("--model", default=None, help="teacher model name (default: the one the server serves)")
+    cs.add_argument("--api-key", default=None, help="teacher key (env OPENAI_API_KEY)")
+    cs.add_argument("--max-new-tokens", type=int, default=512, help="token budget of one teacher reply")
+    cs.add_argument("--tokenizer", default=None,
+                    help="the TARGET policy's tokenizer (name or folder) to cut observations with, as at inference")
+    cs.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
+    cs.add_argument("--shards", type=Path, default=None, help="shard folder (default: the mini-wiki's, if built)")
+    cs.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S, help="seconds per command")
+    cs.add_argument("--seed", type=int, default=0)
+    cs.add_argument("--dev-percent", type=float, default=10.0, help="share of question ids held out as dev")
+    cs.add_argument("--probe-rate", type=float, default=0.25, help="share of hops that count matches first")
+    cs.add_argument("--max-hops", type=int, default=3, help="sub-questions per question (1-3 in the paper)")
+    cs.set_defaults(func=coldstart_command)
+
+
+def _roles(args, passages: dict[str, str]):
+    from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
+    from grepseek_lib.coldstart.roles import LLMPlanner, LLMTutor, TeacherClient
+
+    if args.teacher == "offline":
+        return OfflineTutor(passages, max_hops=args.max_hops), OfflinePlanner()
+    from grepseek_lib.agent.backends import make_backend
+
+    kw = {k: v for k, v in (("base_url", args.base_url), ("api_key", args.api_key)) if v is not None}
+    client = TeacherClient(make_backend("openai", args.model, **kw), max_new_tokens=args.max_new_tokens)
+    return LLMTutor(client, max_hops=args.max_hops), LLMPlanner(client)
+
+
+def _gold_passages(corpus: Path, items) -> dict[str, str]:
+    """Contents of the annotated evidence passages (one streaming pass; the offline Tutor reads them)."""
+    from grepseek_lib.data.formats import iter_corpus
+
+    wanted = set()
+    for item in items:
+        for ids in (item.metadata.get("gold_passages") or {}).values():
+            wanted.update(str(i) for i in (ids if isinstance(ids, list) else [ids]))
+    found: dict[str, str] = {}
+    if wanted:
+        for passage in iter_corpus(corpus):
+            if passage["id"] in wanted:
+                found[passage["id"]] = passage["contents"]
+    return found
+
+
+def coldstart_command(args) -> int:
+    from tqdm import tqdm
+
+    from grepseek_lib.agent.loop import corpus_lines
+    from grepseek_lib.coldstart import export as ex
+    from grepseek_lib.coldstart.accept import process_question
+    from grepseek_lib.coldstart.roles import Item
+    from grepseek_lib.data.formats import benchmark_path, load_benchmark
+    from grepseek_lib.errors import UserError
+    from grepseek_lib.eval.runner import make_tool, resolve_corpus
+
+    if (args.limit is not None and args.limit <= 0) or args.max_new_tokens <= 0:
+        raise UserError("--limit and --max-new-tokens must be positive")
+    if not 0 <= args.dev_percent <= 100 or not 0 <= args.probe_rate <= 1 or not 1 <= args.max_hops <= 5:
+        raise UserError("--dev-percent must be in [0, 100], --probe-rate in [0, 1], --max-hops in [1, 5]")
+    if args.teacher == "offline" and (args.base_url or args.model or args.api_key):
+        raise UserError("--base-url / --model / --api-key need --teacher openai")
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    if not splits:
+        raise UserError("--splits is empty; name at least one benchmark, e.g. hotpotqa_train")
+    items = [Item(r["id"], r["question"], r["golden_answers"], benchmark_path(name).stem, r["metadata"])
+             for name in splits for r in load_benchmark(name, args.limit)]
+    corpus, shards = resolve_corpus(args.corpus, args.shards)
+    tokenizer = None
+    if args.tokenizer:
+        from grepseek_lib.train.models import load_tokenizer
+
+        tokenizer = load_tokenizer(args.tokenizer)
+    tool = make_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=config.DEFAULT_MAX_OBS_TOKENS,
+                     tokenizer=tokenizer)
+    n_lines = corpus_lines(tool)
+    out = Path(args.out) if args.out else config.data_dir() / "coldstart"
+    out.mkdir(parents=True, exist_ok=True)
+    records_path = out / ex.RECORDS
+    done = ex.load_records(records_path)
+    todo = [item for item in items if (item.source, item.id) not in done]
+    tutor, planner = _roles(args, _gold_passages(corpus, todo) if args.teacher == "offline" else {})
+    began = time.perf_counter()
+    bar = tqdm(todo, desc="coldstart", unit="q", dynamic_ncols=True)
+    accepted = 0
+    for item in bar:
+        outcome = process_question(item, tutor, planner, tool, seed=args.seed, probe_rate=args.probe_rate)
+        record = ex.make_record(item, outcome, n_lines)
+        ex.append_record(records_path, record)
+        done[(item.source, item.id)] = record
+        accepted += outcome.accepted
+        bar.set_postfix(accepted=accepted)
+    wall = time.perf_counter() - began
+    ordered = [done[(item.source, item.id)] for item in items if (item.source, item.id) in done]
+    sizes = ex.export(out, ordered, args.dev_percent)
+    report = ex.stats(ordered)
+    (out / "stats.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(ex.format_table(report))
+    print(f"train {sizes['train']} / dev {sizes['dev']} trajectories in {out}; "
+          f"{len(todo)} questions processed in {wall:.1f} s ({len(items) - len(todo)} resumed)")
+    return 0

@@ -1,0 +1,137 @@
+"""Records -> the chat dataset (JSONL + parquet), the train/dev split, and the stats report.
+
+Every processed question appends one line to records.jsonl (accepted or not, with the reason), so a
+crash loses at most the question in flight and a rerun skips what is done. The dataset files are
+rebuilt from the records in benchmark order, so the same inputs and seed give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib.agent.actions import render_turn
+from grepseek_lib.agent.prompt import initial_messages
+from grepseek_lib.coldstart.accept import STAGES, Outcome
+from grepseek_lib.coldstart.roles import Item
+
+RECORDS = "records.jsonl"
+DATASET_FIELDS = ("id", "source", "question", "golds", "n_tool_calls", "messages")
+
+
+def to_messages(item: Item, outcome: Outcome, n_lines: int) -> list[dict]:
+    """The conversation exactly as the agent sees it at inference: same prompt, renderer and payload text."""
+    from grepseek_lib.shell.tool import observation_text
+
+    messages = initial_messages(item.question, n_lines)
+    for turn in outcome.turns:
+        messages.append({"role": "assistant", "content": render_turn(turn.think, turn.command, turn.answer)})
+        if turn.command is not None:
+            messages.append({"role": "tool", "content": observation_text(turn.payload)})
+    return messages
+
+
+def make_record(item: Item, outcome: Outcome, n_lines: int) -> dict[str, Any]:
+    record = {"id": item.id, "source": item.source, "question": item.question, "golds": list(item.golds),
+              "accepted": outcome.accepted, "stage": outcome.stage, "reason": outcome.reason,
+              "answer": outcome.answer, "f1": round(outcome.f1, 4), "hops": outcome.hops,
+              "n_tool_calls": sum(t.command is not None for t in outcome.turns),
+              "commands_run": outcome.commands_run, "plans_tried": outcome.plans_tried,
+              "attempts": [list(entry) for entry in outcome.log]}
+    if outcome.accepted:
+        record["messages"] = to_messages(item, outcome, n_lines)
+    return record
+
+
+def load_records(path: Path) -> dict[tuple[str, str], dict]:
+    """Records by (source, id). A half-written last line (a killed run) is cut off so appends stay valid."""
+    records: dict[tuple[str, str], dict] = {}
+    if not path.exists():
+        return records
+    good_end = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                break
+            if not line.endswith(b"\n") or not isinstance(record, dict):
+                break
+            records[(str(record.get("source")), str(record.get("id")))] = record
+            good_end += len(line)
+    if good_end != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(good_end)
+    return records
+
+
+def append_record(path: Path, record: dict) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def split_of(question_id: str, dev_percent: float) -> str:
+    """train or dev, from a hash of the question id: stable across runs, machines and subsets."""
+    bucket = int(hashlib.sha256(question_id.encode("utf-8")).hexdigest()[:8], 16) % 10_000
+    return "dev" if bucket < dev_percent * 100 else "train"
+
+
+def export(out: Path, ordered: list[dict], dev_percent: float) -> dict[str, int]:
+    """Write {train,dev}.jsonl and .parquet from the accepted records (in the given order)."""
+    import pandas as pd
+
+    rows: dict[str, list[dict]] = {"train": [], "dev": []}
+    for record in ordered:
+        if record.get("accepted"):
+            rows[split_of(record["id"], dev_percent)].append({k: record[k] for k in DATASET_FIELDS})
+    for split, items in rows.items():
+        tmp = out / f"{split}.jsonl.tmp"
+        with tmp.open("w", encoding="utf-8") as handle:
+            for row in items:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        os.replace(tmp, out / f"{split}.jsonl")
+        frame = pd.DataFrame(items, columns=list(DATASET_FIELDS))
+        frame.to_parquet(out / f"{split}.parquet", index=False)
+    return {split: len(items) for split, items in rows.items()}
+
+
+def stats(ordered: list[dict]) -> dict[str, Any]:
+    """Acceptance per stage and dataset, tool calls per accepted trajectory, rejection reasons."""
+    report: dict[str, Any] = {}
+    for source in [*dict.fromkeys(r["source"] for r in ordered), "all"]:
+        group = [r for r in ordered if source == "all" or r["source"] == source]
+        passed = {stage: sum(STAGES.index(r["stage"]) > i or (r["accepted"] and r["stage"] == stage)
+                             for r in group) for i, stage in enumerate(STAGES)}
+        accepted = [r for r in group if r["accepted"]]
+        calls = Counter(r["n_tool_calls"] for r in accepted)
+        report[source] = {
+            "questions": len(group), "accepted": len(accepted),
+            "acceptance": round(len(accepted) / len(group), 4) if group else 0.0,
+            "passed_stage": passed,
+            "tool_calls_mean": round(sum(r["n_tool_calls"] for r in accepted) / len(accepted), 3) if accepted else 0.0,
+            "tool_calls_hist": {str(k): calls[k] for k in sorted(calls)},
+            "rejections": dict(Counter(f"{r['stage']}:{r['reason'].split(':')[0] if r['reason'].startswith('teacher') else r['reason']}"
+                                       for r in group if not r["accepted"]).most_common()),
+        }
+    return report
+
+
+def format_table(report: dict[str, Any]) -> str:
+    head = f"{'dataset':<16}{'n':>5}{'accepted':>10}{'rate':>8}{'calls':>7}  " + " ".join(f"{s[:8]:>9}" for s in STAGES)
+    lines = [head, "-" * len(head)]
+    for source, row in report.items():
+        lines.append(f"{source:<16}{row['questions']:>5}{row['accepted']:>10}{row['acceptance']:>8.1%}"
+                     f"{row['tool_calls_mean']:>7.2f}  " + " ".join(f"{row['passed_stage'][s]:>9}" for s in STAGES))
+    top = Counter()
+    for source, row in report.items():
+        if source != "all":
+            top.update(row["rejections"])
+    if top:
+        lines.append("rejections: " + ", ".join(f"{k} {v}" for k, v in top.most_common(8)))
+    return "\n".join(lines)

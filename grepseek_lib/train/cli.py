@@ -1,0 +1,111 @@
+"""`grepseek train sft | grpo | format-check`: the training stages from the command line.
+
+Heavy imports (torch, transformers, trl) happen inside the command functions so `grepseek --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from grepseek_lib.errors import UserError
+
+
+def register(subparsers) -> None:
+    train = subparsers.add_parser("train", help="SFT on cold-start trajectories, GRPO with shell rollouts")
+    sub = train.add_subparsers(dest="train_command", required=True)
+
+    sft = sub.add_parser("sft", help="supervised fine-tuning on a chat JSONL (assistant tokens only)")
+    sft.add_argument("--data", type=Path, required=True, help="cold-start chat JSONL (rows with `messages`)")
+    sft.add_argument("--model", default=None, help="base policy: smollm2, tiny, an HF folder or id "
+                                                   "(default: the config's model)")
+    sft.add_argument("--out", type=Path, required=True, help="output folder (becomes an HF model folder)")
+    _common(sft)
+    sft.add_argument("--max-examples", type=int, default=None, help="use at most N trajectories")
+    sft.set_defaults(func=sft_command)
+
+    grpo = sub.add_parser("grpo", help="GRPO with multi-turn shell rollouts (reward: F1 x format gate)")
+    grpo.add_argument("--model", required=True, help="starting policy, usually the SFT output folder")
+    grpo.add_argument("--out", type=Path, required=True, help="output folder (becomes an HF model folder)")
+    _common(grpo)
+    grpo.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
+    grpo.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
+    grpo.add_argument("--questions-per-step", type=int, default=None)
+    grpo.add_argument("--num-generations", type=int, default=None, help="G, rollouts per question")
+    grpo.add_argument("--max-questions", type=int, default=None)
+    grpo.set_defaults(func=grpo_command)
+
+    check = sub.add_parser("format-check", help="format pass rate of agent episodes on held-out questions")
+    check.add_argument("--model", required=True, help="policy folder (or smollm2 / tiny)")
+    check.add_argument("--limit", type=int, default=50, help="number of held-out questions")
+    check.add_argument("--benchmarks", default="nq,hotpotqa", help="comma-separated held-out benchmarks")
+    check.add_argument("--corpus", type=Path, default=None)
+    check.add_argument("--batch-size", type=int, default=8)
+    check.add_argument("--out", type=Path, default=None, help="write episodes and the result here")
+    check.set_defaults(func=format_check_command)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="cpu", help="cpu (default), gpu, or a YAML/JSON file")
+    parser.add_argument("--lora", action="store_true", help="train LoRA adapters (merged into the saved model)")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after N optimizer steps")
+    parser.add_argument("--lr", type=float, default=None, help="override the config's learning rate")
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value <= 0:
+        raise UserError(f"{name} must be positive, got {value}")
+
+
+def _settings(args: argparse.Namespace, stage: str):
+    import dataclasses
+
+    from grepseek_lib.train.configs import load_config
+
+    cfg = load_config(args.config)
+    settings = getattr(cfg, stage)
+    overrides = {"learning_rate": args.lr}
+    if stage == "sft":
+        overrides["max_examples"] = args.max_examples
+    else:
+        overrides.update(questions_per_step=args.questions_per_step, num_generations=args.num_generations,
+                         max_questions=args.max_questions)
+    for key, value in overrides.items():
+        _positive(f"--{key.replace('_', '-')}", value)
+    settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    _positive("--max-steps", args.max_steps)
+    return cfg, settings
+
+
+def sft_command(args: argparse.Namespace) -> int:
+    from grepseek_lib.train.sft import run_sft
+
+    cfg, settings = _settings(args, "sft")
+    summary = run_sft(args.data, args.model or cfg.model, args.out, settings, lora=args.lora or settings.lora,
+                      resume=args.resume, max_steps=args.max_steps)
+    print(json.dumps({k: v for k, v in summary.items() if k != "settings"}, indent=2, default=str))
+    return 0
+
+
+def grpo_command(args: argparse.Namespace) -> int:
+    from grepseek_lib.train.grpo import run_grpo
+
+    _, settings = _settings(args, "grpo")
+    settings.gradient_accumulation_steps  # noqa: B018 -- fail early on a batch that does not divide
+    summary = run_grpo(args.model, args.out, settings, corpus=args.corpus, shards=args.shards,
+                       lora=args.lora or settings.lora, resume=args.resume, max_steps=args.max_steps)
+    print(json.dumps({k: v for k, v in summary.items() if k != "settings"}, indent=2, default=str))
+    return 0
+
+
+def format_check_command(args: argparse.Namespace) -> int:
+    from grepseek_lib.train.format_check import format_check
+
+    _positive("--limit", args.limit)
+    benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    result = format_check(args.model, limit=args.limit, benchmarks=benchmarks, corpus=args.corpus,
+                          batch_size=args.batch_size, out=args.out)
+    print(json.dumps(result, indent=2))
+    return 0

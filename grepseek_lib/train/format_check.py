@@ -1,0 +1,81 @@
+"""Does a trained policy follow the protocol? The format pass rate of full agent episodes on held-out questions.
+
+Runs the real agent loop (agent.loop.run_batch, greedy) with the real shell tool and scores every episode with
+the same strict `format_gate` the reward uses. Held out = evaluation benchmarks, never the training splits.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib import config
+from grepseek_lib.errors import UserError
+
+DEFAULT_BENCHMARKS = ("nq", "hotpotqa")
+
+
+def held_out_questions(benchmarks: Sequence[str], limit: int, benchmarks_dir: Path | None = None) -> list[dict]:
+    """The first `limit` questions, taken round-robin over `benchmarks` (evaluation sets only)."""
+    leaked = sorted(set(benchmarks) & set(config.TRAIN_SPLITS))
+    if leaked:
+        raise UserError(f"{leaked} are training splits; format-check needs held-out benchmarks")
+    folder = Path(benchmarks_dir) if benchmarks_dir else config.benchmarks_dir()
+    per_benchmark = []
+    for name in benchmarks:
+        path = folder / f"{name}.jsonl"
+        if not path.is_file():
+            raise UserError(f"benchmark not found: {path} (run `grepseek data build`)")
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        per_benchmark.append([{**r, "id": f"{name}:{r['id']}"} for r in rows])
+    items: list[dict] = []
+    for index in range(max((len(rows) for rows in per_benchmark), default=0)):
+        for rows in per_benchmark:
+            if index < len(rows) and len(items) < limit:
+                items.append(rows[index])
+    return items
+
+
+def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEFAULT_BENCHMARKS,
+                 corpus: Path | None = None, shards: Path | None = None, batch_size: int = 8,
+                 max_new_tokens: int = 512, benchmarks_dir: Path | None = None,
+                 out: Path | None = None) -> dict[str, Any]:
+    """Run `limit` greedy episodes; returns the pass rate and its parts (and writes the episodes to `out`)."""
+    from grepseek_lib.agent.backends import HFBackend
+    from grepseek_lib.agent.loop import run_batch
+    from grepseek_lib.agent.trajectory import save_jsonl
+    from grepseek_lib.shell.tool import ShellTool
+    from grepseek_lib.train.reward import reward_parts
+
+    corpus = Path(corpus) if corpus else config.default_corpus()
+    if shards is None and corpus == config.default_corpus() and config.default_shards().is_dir():
+        shards = config.default_shards()
+    items = held_out_questions(benchmarks, limit, benchmarks_dir)
+    backend = HFBackend(model, batch_size=batch_size)
+    tool = ShellTool(corpus, shards=shards, tokenizer=backend.tokenizer)
+    start = time.time()
+    trajectories = run_batch(items, backend, tool, max_new_tokens=max_new_tokens, temperature=0.0)
+    parts = [reward_parts(t.assistant_texts(), t.golds) for t in trajectories]
+    n = max(len(parts), 1)
+    reasons: dict[str, int] = {}
+    for p in parts:
+        if not p["format_ok"]:
+            key = p["reason"].split(": ", 1)[-1]
+            reasons[key] = reasons.get(key, 0) + 1
+    result = {"model": str(model), "episodes": len(parts),
+              "format_pass_rate": sum(p["format_ok"] for p in parts) / n,
+              "answer_rate": sum(p["answered"] for p in parts) / n,
+              "mean_tool_calls": sum(p["n_tool_calls"] for p in parts) / n,
+              "mean_f1": sum(p["f1"] for p in parts) / n,
+              "mean_reward": sum(p["reward"] for p in parts) / n,
+              "failures": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+              "wall_s": round(time.time() - start, 1)}
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_jsonl(trajectories, out / "format_check_episodes.jsonl")
+        (out / "format_check.json").write_text(json.dumps(result, indent=2))
+    return result

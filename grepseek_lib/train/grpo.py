@@ -1,0 +1,227 @@
+"""Stage-2b: GRPO with multi-turn shell rollouts, using trl's own tool loop.
+
+How trl 1.16's GRPOTrainer runs tools (read from its source) and how we wire it:
+- `tools=[shell]`: after each generated turn trl parses the text with `tokenizer.parse_response` (our
+  chat template module installs a `response_template` that reads `<tool_call>{json}</tool_call>`), calls
+  `shell(**arguments)`, renders the result as a tool message through the chat template (our template: a user
+  turn of `<tool_response>` blocks) and generates again, up to `max_tool_calling_iterations` (= our budget of
+  5 tool calls). A turn with no parsable tool call ends the rollout. Token ids are concatenated, never
+  re-rendered, so the policy is trained on exactly the tokens it produced.
+- Tool-result tokens get `tool_mask = 0` and are left out of the loss; only generated tokens are trained.
+- Requirements it checks: the template renders structured `tool_calls` and tool messages
+  (`supports_tool_calling`) and is prefix-preserving; `<|im_end|>` is the eos (prefix cut point).
+- `reward_funcs` get `prompts, completions, completion_ids` plus dataset columns (`golds`) and `log_metric`;
+  completions are parsed message dicts, so `reward.TrlShellReward` re-derives the raw turns from the ids.
+- `beta=0.0` loads no reference model (no KL); `epsilon=0.2` is the clip; `num_generations` is G;
+  `generation_kwargs={"max_new_tokens": ...}` caps ONE turn while `max_completion_length` caps the episode.
+  `use_vllm` only with CUDA + vllm installed; otherwise `model.generate`.
+- Checkpoints: `save_steps=1` (an interrupted run loses at most one step); `--resume` picks the last one.
+
+Protocol differences from agent/loop.py, all reward-neutral: a malformed action ends the rollout at once
+(the loop grants one format-error retry, but the gate pays 0 for any invalid call anyway), and no budget
+message follows the 5th call (a 6th call simply ends the rollout unanswered, reward 0).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib import config
+from grepseek_lib.errors import UserError
+from grepseek_lib.train.configs import GRPOSettings
+from grepseek_lib.train.sft import (
+    CHECKPOINTS,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    last_checkpoint,
+    lora_config,
+    metrics_logger,
+    precision_flags,
+    save_final_model,
+)
+
+REWARD_PARTS_FILE = "reward_parts.jsonl"
+
+
+def load_questions(splits: Sequence[str], benchmarks_dir: Path, *, limit: int | None = None,
+                   seed: int = 0) -> list[dict]:
+    """Training questions {id, question, golds} from `benchmarks_dir/<split>.jsonl`, shuffled, at most `limit`."""
+    items: list[dict] = []
+    for split in splits:
+        path = Path(benchmarks_dir) / f"{split}.jsonl"
+        if not path.is_file():
+            raise UserError(f"training questions not found: {path} (run `grepseek data build`)")
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    golds = [str(g) for g in record.get("golden_answers", [])]
+                    if golds:
+                        items.append({"id": f"{split}:{record['id']}", "question": record["question"],
+                                      "golds": golds})
+    random.Random(seed).shuffle(items)
+    return items[:limit] if limit else items
+
+
+def shell_tool_function(tool: Any) -> Callable[[str], str]:
+    """The `shell` tool trl calls: our ShellTool, its observation JSON as the tool message text."""
+    from grepseek_lib.shell.tool import observation_text
+
+    def shell(command: str) -> str:
+        """Run one read-only shell pipeline over corpus.jsonl and return its JSON observation.
+
+        Args:
+            command: One pipeline of allowed programs (rg, grep, head, ...) joined with |.
+        """
+        return observation_text(tool(command))
+
+    return shell
+
+
+def prompt_rows(questions: Sequence[dict], n_lines: int, settings: GRPOSettings) -> list[dict]:
+    """trl dataset rows: the agent's own initial messages as `prompt`, gold answers as `golds`."""
+    from grepseek_lib.agent.prompt import initial_messages
+
+    return [{"prompt": initial_messages(q["question"], n_lines, max_tool_calls=settings.max_tool_calls,
+                                        max_obs_tokens=settings.max_obs_tokens),
+             "golds": list(q["golds"]), "id": q["id"]} for q in questions]
+
+
+def want_vllm(setting: str | bool) -> bool:
+    """vLLM generation only when asked (or "auto") AND a CUDA device and the vllm package are present."""
+    import importlib.util
+
+    import torch
+
+    available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    if setting == "auto":
+        return available
+    if setting and not available:
+        raise UserError("grpo.use_vllm needs a CUDA GPU and the vllm package (pip install -e .[vllm])")
+    return bool(setting)
+
+
+def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path,
+                  shards: Path | None = None, questions: Sequence[dict], lora: bool = False,
+                  max_steps: int | None = None) -> tuple[Any, Any]:
+    """The GRPOTrainer with the shell tool and the F1 x format reward; returns (trainer, tokenizer)."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grepseek_lib.agent.loop import corpus_lines
+    from grepseek_lib.shell.tool import ShellTool
+    from grepseek_lib.train.models import load_model_and_tokenizer
+    from grepseek_lib.train.reward import TrlShellReward
+
+    out = Path(out)
+    flags = precision_flags()
+    device = "cpu" if flags["use_cpu"] else None
+    model, tokenizer = load_model_and_tokenizer(model_name, device=device,
+                                                dtype="bfloat16" if flags["bf16"] else "float32")
+    model.train()
+    tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
+                     max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
+    rows = prompt_rows(questions, corpus_lines(tool), settings)
+    if not rows:
+        raise UserError("no training questions")
+    args = GRPOConfig(
+        output_dir=str(out / CHECKPOINTS),
+        max_steps=max_steps if max_steps is not None else settings.max_steps,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        num_generations=settings.num_generations,
+        per_device_train_batch_size=settings.per_device_train_batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        max_completion_length=settings.max_completion_length,
+        generation_kwargs={"max_new_tokens": settings.max_turn_tokens},
+        max_tool_calling_iterations=settings.max_tool_calls,
+        temperature=settings.temperature,
+        top_p=1.0,
+        top_k=0,
+        beta=settings.beta,
+        epsilon=settings.epsilon,
+        loss_type=settings.loss_type,
+        scale_rewards=settings.scale_rewards,
+        use_vllm=want_vllm(settings.use_vllm),
+        vllm_mode="colocate",
+        activation_checkpointing=settings.gradient_checkpointing,
+        logging_steps=settings.logging_steps,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=settings.save_total_limit,
+        seed=settings.seed,
+        report_to="none",
+        log_completions=False,
+        remove_unused_columns=False,
+        **flags,
+    )
+    reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=lora_config(settings) if lora else None,
+        tools=[shell_tool_function(tool)],
+        callbacks=[metrics_logger(out / METRICS_FILE)],
+    )
+    return trainer, tokenizer
+
+
+def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path | None = None,
+             shards: Path | None = None, benchmarks_dir: Path | None = None, lora: bool = False,
+             resume: bool = False, max_steps: int | None = None) -> dict[str, Any]:
+    """GRPO from `model_name` (usually the SFT folder); OUT becomes a plain HF model folder. Returns a summary."""
+    out = Path(out)
+    corpus = Path(corpus) if corpus else config.default_corpus()
+    if shards is None and config.default_shards().is_dir() and corpus == config.default_corpus():
+        shards = config.default_shards()
+    checkpoint = last_checkpoint(out / CHECKPOINTS) if resume else None
+    if resume and checkpoint is None:
+        print(f"grepseek: no checkpoint under {out / CHECKPOINTS}; starting from scratch")
+    if checkpoint is None:
+        for name in (METRICS_FILE, REWARD_PARTS_FILE):
+            if (out / name).exists():
+                (out / name).unlink()
+    questions = load_questions(settings.train_splits, benchmarks_dir or config.benchmarks_dir(),
+                               limit=settings.max_questions, seed=settings.seed)
+    start = time.time()
+    trainer, tokenizer = build_trainer(model_name, out, settings, corpus=corpus, shards=shards,
+                                       questions=questions, lora=lora, max_steps=max_steps)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    save_final_model(trainer, tokenizer, out)
+    steps = read_reward_parts(out / REWARD_PARTS_FILE)
+    summary = {"stage": "grpo", "model": model_name, "out": str(out), "questions": len(questions),
+               "steps": trainer.state.global_step, "wall_s": round(time.time() - start, 1),
+               "lora": lora, "resumed_from": checkpoint, "corpus": str(corpus),
+               "shards": str(shards) if shards else None, **reward_trend(steps),
+               "settings": {k: v for k, v in vars(settings).items()}}
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def read_reward_parts(path: Path) -> list[dict]:
+    """Per-step reward parts; a step logged twice (a resumed run) keeps its last record."""
+    by_step: dict[int, dict] = {}
+    if Path(path).is_file():
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                by_step[int(record["step"])] = record
+    return [by_step[k] for k in sorted(by_step)]
+
+
+def reward_trend(steps: Sequence[dict], window: int | None = None) -> dict[str, float | int]:
+    """Mean reward over the first and the last `window` steps (default: a third of the run, at least 1)."""
+    if not steps:
+        return {}
+    window = window or max(1, len(steps) // 3)
+    first = [s["reward"] for s in steps[:window]]
+    last = [s["reward"] for s in steps[-window:]]
+    return {"trend_window": window, "reward_first": sum(first) / len(first), "reward_last": sum(last) / len(last)}

@@ -1,0 +1,215 @@
+"""Stage-2a: supervised fine-tuning on cold-start trajectories with trl's SFTTrainer.
+
+How trl 1.16 is used (read from its source):
+- A dataset with a `messages` column is "conversational"; `SFTConfig(assistant_only_loss=True)` renders it
+  with `apply_chat_template(..., return_assistant_tokens_mask=True)` and sets labels to -100 outside the
+  `{% generation %}...{% endgeneration %}` spans. Our template (agent/chat_template.py) wraps each assistant
+  turn's text and its `<|im_end|>` in those markers, so system, user and tool tokens (tool results render as
+  a user turn of `<tool_response>` blocks) carry no loss. `trainer.train_dataset[i]["labels"]` shows it.
+- `max_length` would CUT long sequences (`truncation_mode`), losing the answer turn; we drop such
+  trajectories instead, before the trainer sees them.
+- trl configs default `bf16=True`; on CPU we force bf16 off (float32), on CUDA bf16 when supported.
+- LoRA: `peft_config=LoraConfig(...)`; the final folder is merged (`merge_and_unload`) so every backend loads it
+  as a plain model. Checkpoints every `save_steps` under OUT/checkpoints; `resume` continues from the last.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib.errors import UserError
+from grepseek_lib.train.configs import SFTSettings
+
+CHECKPOINTS = "checkpoints"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "train_summary.json"
+
+
+def _clean_message(message: Any, where: str) -> dict[str, str]:
+    """One chat message as {role, content} text (tool payloads may arrive as objects)."""
+    if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant", "tool"):
+        raise UserError(f"{where}: every message needs a role of system/user/assistant/tool")
+    content = message.get("content")
+    if isinstance(content, (dict, list)):
+        content = json.dumps(content, ensure_ascii=False)
+    if not isinstance(content, str):
+        raise UserError(f"{where}: message content must be text")
+    return {"role": message["role"], "content": content}
+
+
+def load_chat_rows(path: Path, max_examples: int | None = None) -> list[dict]:
+    """Cold-start chat JSONL -> [{id, messages}] with at least one assistant turn; bad lines are errors."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"SFT data not found: {path} (run `grepseek coldstart` or pass --data FILE)")
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise UserError(f"{where}: not a JSON line") from None
+            messages = record.get("messages") if isinstance(record, dict) else None
+            if not isinstance(messages, list) or not messages:
+                raise UserError(f"{where}: a row needs a non-empty `messages` list")
+            clean = [_clean_message(m, where) for m in messages]
+            if clean[-1]["role"] != "assistant":
+                raise UserError(f"{where}: a trajectory must end with the assistant's answer turn")
+            rows.append({"id": str(record.get("id", number)), "messages": clean})
+            if max_examples is not None and len(rows) >= max_examples:
+                break
+    if not rows:
+        raise UserError(f"SFT data {path} holds no trajectories")
+    return rows
+
+
+def drop_overlong(rows: list[dict], tokenizer: Any, max_length: int | None) -> tuple[list[dict], int]:
+    """Keep the trajectories whose full rendering fits `max_length` tokens; returns (kept, dropped)."""
+    if not max_length:
+        return rows, 0
+    kept = [r for r in rows
+            if len(tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=False)) <= max_length]
+    return kept, len(rows) - len(kept)
+
+
+def precision_flags() -> dict[str, bool]:
+    """bf16 only on a CUDA device that supports it; trl's default (bf16=True) fails or crawls on CPU."""
+    import torch
+
+    bf16 = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    return {"bf16": bf16, "fp16": False, "use_cpu": not torch.cuda.is_available()}
+
+
+def lora_config(settings: Any) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
+                      target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def last_checkpoint(checkpoints: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(checkpoints)) if Path(checkpoints).is_dir() else None
+
+
+def metrics_logger(path: Path) -> Any:
+    """A trainer callback appending every log record (loss, lr, reward, ...) as a JSON line, for plots."""
+    from transformers import TrainerCallback
+
+    class JsonlMetrics(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or not state.is_world_process_zero:
+                return
+            record = {"step": state.global_step, "epoch": state.epoch, "time": time.time(),
+                      **{k: v for k, v in logs.items() if isinstance(v, (int, float, str))}}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    return JsonlMetrics()
+
+
+def save_final_model(trainer: Any, tokenizer: Any, out: Path) -> None:
+    """A plain HF folder with our chat template: merged LoRA, float weights, tokenizer, generation config."""
+    from grepseek_lib.agent.chat_template import install_chat_template
+
+    model = trainer.model
+    if hasattr(model, "merge_and_unload"):  # a peft model
+        model = model.merge_and_unload()
+    model.config.use_cache = True
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    install_chat_template(tokenizer).save_pretrained(out)
+
+
+def check_masks(trainer: Any, tokenizer: Any, index: int = 0) -> dict[str, str]:
+    """Decode one prepared example: the trained text (labels != -100) and the masked text, to verify masking."""
+    row = trainer.train_dataset[index]
+    ids, labels = row["input_ids"], row["labels"]
+    trained = [t for t, lab in zip(ids, labels, strict=True) if lab != -100]
+    masked = [t for t, lab in zip(ids, labels, strict=True) if lab == -100]
+    return {"trained": tokenizer.decode(trained), "masked": tokenizer.decode(masked)}
+
+
+def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SFTSettings, *,
+                  lora: bool = False, max_steps: int | None = None) -> tuple[Any, Any]:
+    """The SFTTrainer (and tokenizer) for `rows`; split out of `run_sft` so tests can inspect its dataset."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from grepseek_lib.train.models import load_model_and_tokenizer
+
+    flags = precision_flags()
+    device = "cpu" if flags["use_cpu"] else None
+    model, tokenizer = load_model_and_tokenizer(model_name, device=device,
+                                                dtype="bfloat16" if flags["bf16"] else "float32")
+    model.train()
+    rows = [{"messages": r["messages"]} for r in rows]
+    rows, _ = drop_overlong(rows, tokenizer, settings.max_length)
+    if not rows:
+        raise UserError(f"every trajectory is longer than sft.max_length={settings.max_length} tokens")
+    args = SFTConfig(
+        output_dir=str(Path(out) / CHECKPOINTS),
+        assistant_only_loss=True,
+        packing=False,
+        max_length=settings.max_length,
+        num_train_epochs=settings.num_train_epochs,
+        max_steps=max_steps if max_steps is not None else -1,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type=settings.lr_scheduler_type,
+        warmup_steps=settings.warmup_ratio,  # a float below 1 is a fraction of the steps
+        weight_decay=settings.weight_decay,
+        per_device_train_batch_size=settings.per_device_train_batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        activation_checkpointing=settings.gradient_checkpointing,
+        logging_steps=settings.logging_steps,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=settings.save_total_limit,
+        seed=settings.seed,
+        report_to="none",
+        disable_tqdm=False,
+        dataloader_num_workers=0,
+        **flags,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=lora_config(settings) if lora else None,
+        callbacks=[metrics_logger(Path(out) / METRICS_FILE)],
+    )
+    return trainer, tokenizer
+
+
+def run_sft(data: Path, model_name: str, out: Path, settings: SFTSettings, *, lora: bool = False,
+            resume: bool = False, max_steps: int | None = None) -> dict[str, Any]:
+    """Fine-tune `model_name` on the chat JSONL `data`; OUT becomes a plain HF model folder. Returns a summary."""
+    out = Path(out)
+    checkpoint = last_checkpoint(out / CHECKPOINTS) if resume else None
+    if resume and checkpoint is None:
+        print(f"grepseek: no checkpoint under {out / CHECKPOINTS}; starting from scratch")
+    if not resume and (out / METRICS_FILE).exists():
+        (out / METRICS_FILE).unlink()
+    rows = load_chat_rows(data, settings.max_examples)
+    start = time.time()
+    trainer, tokenizer = build_trainer(rows, model_name, out, settings, lora=lora, max_steps=max_steps)
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    save_final_model(trainer, tokenizer, out)
+    summary = {"stage": "sft", "model": model_name, "data": str(data), "out": str(out),
+               "examples": len(trainer.train_dataset), "examples_in_file": len(rows),
+               "steps": trainer.state.global_step, "train_loss": result.training_loss,
+               "wall_s": round(time.time() - start, 1), "lora": lora, "resumed_from": checkpoint,
+               "settings": vars(settings)}
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+    return summary

@@ -1,0 +1,207 @@
+"""SFT and GRPO with trl on the tiny offline model: masking, a few real steps, checkpoints, resume, saving."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from grepseek_lib.agent.actions import render_turn
+from grepseek_lib.agent.prompt import initial_messages
+from grepseek_lib.errors import UserError
+from grepseek_lib.shell.tool import ShellTool, observation_text
+from grepseek_lib.train.configs import GRPOSettings, SFTSettings, load_config
+
+CORPUS_LINES = [
+    {"id": "1", "contents": '"Aaron"\nAaron is a prophet and the brother of Moses.'},
+    {"id": "2", "contents": '"Paris"\nParis is the capital of France, on the Seine.'},
+    {"id": "3", "contents": '"Everest"\nMount Everest is the highest mountain on Earth.'},
+]
+QUESTIONS = [
+    ("Who was the brother of Moses?", "Moses", "Aaron"),
+    ("What river flows through Paris?", "Paris", "Seine"),
+    ("What is the highest mountain on Earth?", "Everest", "Mount Everest"),
+]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A corpus, its training questions, cold-start style chat rows made by the agent's own functions, a tiny model."""
+    from grepseek_lib.train.models import build_tiny_model
+
+    root = tmp_path_factory.mktemp("train")
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in CORPUS_LINES))
+    bench = root / "benchmarks"
+    bench.mkdir()
+    records = [{"id": str(i), "question": q, "golden_answers": [a], "metadata": {}}
+               for i, (q, _, a) in enumerate(QUESTIONS)]
+    for split in ("hotpotqa_train", "nq"):
+        (bench / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    tool = ShellTool(corpus, timeout=10)
+    rows = []
+    for i, (question, word, answer) in enumerate(QUESTIONS):
+        command = f"rg -F '{word}' corpus.jsonl | head -n 2"
+        messages = initial_messages(question, len(CORPUS_LINES))
+        messages += [{"role": "assistant", "content": render_turn(f"Search for {word}.", command=command)},
+                     {"role": "tool", "content": observation_text(tool(command))},
+                     {"role": "assistant", "content": render_turn("The passage says it.", answer=answer)}]
+        rows.append({"id": str(i), "source": "hotpotqa_train", "golds": [answer], "messages": messages})
+    data = root / "sft.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model = build_tiny_model(root / "tiny")
+    return {"root": root, "corpus": corpus, "bench": bench, "data": data, "rows": rows, "model": str(model)}
+
+
+def _sft_settings(**kw) -> SFTSettings:
+    return dataclasses.replace(SFTSettings(), learning_rate=1e-3, per_device_train_batch_size=1,
+                               gradient_accumulation_steps=1, max_length=4096, save_steps=1, **kw)
+
+
+def test_sft_trains_only_assistant_tokens(world, tmp_path):
+    from grepseek_lib.train.sft import build_trainer, check_masks, load_chat_rows
+
+    rows = load_chat_rows(world["data"])
+    trainer, tokenizer = build_trainer(rows, world["model"], tmp_path, _sft_settings())
+    example = trainer.train_dataset[0]
+    messages = next(r for r in world["rows"] if tokenizer.apply_chat_template(
+        r["messages"], tokenize=True, return_dict=False) == example["input_ids"])["messages"]
+    decoded = check_masks(trainer, tokenizer, 0)
+    expected = "".join(m["content"] + "<|im_end|>" for m in messages if m["role"] == "assistant")
+    assert decoded["trained"] == expected  # every assistant token, its end-of-turn, nothing else
+    assert messages[0]["content"] in decoded["masked"]  # system prompt
+    assert "Query: " in decoded["masked"] and "<tool_response>" in decoded["masked"]
+    assert messages[3]["content"] in decoded["masked"]  # the tool observation
+    assert "Query:" not in decoded["trained"] and "exit_code" not in decoded["trained"]
+
+
+def test_sft_steps_save_and_resume(world, tmp_path):
+    from grepseek_lib.train.models import load_model_and_tokenizer
+    from grepseek_lib.train.sft import run_sft
+
+    out = tmp_path / "sft"
+    summary = run_sft(world["data"], world["model"], out, _sft_settings(), max_steps=2)
+    assert summary["steps"] == 2 and (out / "checkpoints" / "checkpoint-2").is_dir()
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("loss" in m for m in metrics)
+    resumed = run_sft(world["data"], world["model"], out, _sft_settings(), max_steps=3, resume=True)
+    assert resumed["resumed_from"].endswith("checkpoint-2") and resumed["steps"] == 3
+    model, tokenizer = load_model_and_tokenizer(str(out), device="cpu")  # a plain HF folder
+    assert tokenizer.eos_token == "<|im_end|>" and "generation" in tokenizer.chat_template
+
+
+def test_sft_lora_merges_into_plain_model(world, tmp_path):
+    from grepseek_lib.train.sft import run_sft
+
+    out = tmp_path / "lora"
+    run_sft(world["data"], world["model"], out, _sft_settings(lora_r=4, lora_alpha=8), lora=True, max_steps=1)
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "qwen3" and not (out / "adapter_config.json").exists()
+
+
+def test_sft_rejects_bad_data(tmp_path):
+    from grepseek_lib.train.sft import load_chat_rows
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"messages": [{"role": "user", "content": "q"}]}) + "\n")
+    with pytest.raises(UserError, match="answer turn"):
+        load_chat_rows(bad)
+    with pytest.raises(UserError, match="not found"):
+        load_chat_rows(tmp_path / "missing.jsonl")
+
+
+def _grpo_settings(**kw) -> GRPOSettings:
+    base = dict(num_generations=2, questions_per_step=2, per_device_train_batch_size=2, max_steps=1,
+                learning_rate=1e-4, max_completion_length=160, max_turn_tokens=24, max_obs_tokens=64,
+                tool_timeout_s=10, gradient_checkpointing=False, use_vllm=False,
+                train_splits=("hotpotqa_train",))
+    return dataclasses.replace(GRPOSettings(), **{**base, **kw})
+
+
+def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypatch):
+    """trl's own tool loop, our shell tool and reward, with scripted turns in place of sampling."""
+    from grepseek_lib.train import grpo
+
+    settings = _grpo_settings()
+    questions = grpo.load_questions(settings.train_splits, world["bench"])
+    trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
+                                            questions=questions)
+    call = render_turn("Search.", command="rg -F 'Moses' corpus.jsonl | head -n 1")
+    answers = iter(["Aaron", "Paris"] * 8)
+
+    def scripted(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        texts = []
+        for ids in prompt_ids:
+            seen_tool = "<tool_response>" in tokenizer.decode(ids)
+            texts.append(render_turn("Done.", answer=next(answers)) if seen_tool else call)
+        return [tokenizer.encode(t + "<|im_end|>", add_special_tokens=False) for t in texts], None
+
+    captured = {}
+    real_loop = trainer._tool_call_loop
+
+    def spy(*args):
+        result = real_loop(*args)
+        captured["mask"], captured["ids"] = result[0], result[2]
+        return result
+
+    monkeypatch.setattr(trainer, "_generate_single_turn", scripted)
+    monkeypatch.setattr(trainer, "_tool_call_loop", spy)
+    trainer.train()
+    mask, ids = captured["mask"][0], captured["ids"][0]
+    trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    hidden = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+    assert trained.startswith(call + "<|im_end|>") and trained.count("<|im_end|>") == 2
+    assert "<tool_response>" in hidden and "brother of Moses" in hidden and "exit_code" in hidden
+    assert "<tool_response>" not in trained
+    parts = grpo.read_reward_parts(tmp_path / "g" / grpo.REWARD_PARTS_FILE)
+    assert parts[0]["format_pass_rate"] == 1.0 and parts[0]["tool_calls"] == 1.0
+    assert 0.0 < parts[0]["reward"] < 1.0  # some rollouts answered right, some wrong
+
+
+def test_grpo_real_steps_checkpoint_resume_and_save(world, tmp_path):
+    from grepseek_lib.train import grpo
+    from grepseek_lib.train.models import load_model_and_tokenizer
+
+    out = tmp_path / "grpo"
+    kw = dict(corpus=world["corpus"], benchmarks_dir=world["bench"])
+    summary = grpo.run_grpo(world["model"], out, _grpo_settings(), max_steps=1, **kw)
+    assert summary["steps"] == 1 and (out / "checkpoints" / "checkpoint-1").is_dir()
+    resumed = grpo.run_grpo(world["model"], out, _grpo_settings(), max_steps=2, resume=True, **kw)
+    assert resumed["resumed_from"].endswith("checkpoint-1") and resumed["steps"] == 2
+    assert [p["step"] for p in grpo.read_reward_parts(out / grpo.REWARD_PARTS_FILE)] == [1, 2]
+    load_model_and_tokenizer(str(out), device="cpu")
+
+
+def test_configs():
+    cpu, gpu = load_config("cpu"), load_config("gpu")
+    assert cpu.model == "smollm2" and cpu.grpo.use_vllm is False
+    assert (gpu.grpo.num_generations, gpu.grpo.questions_per_step, gpu.grpo.max_steps) == (5, 256, 200)
+    assert (gpu.grpo.learning_rate, gpu.grpo.beta, gpu.grpo.epsilon, gpu.grpo.temperature) == (5e-6, 0.0, 0.2, 1.0)
+    assert gpu.grpo.tool_timeout_s == 180.0 and gpu.sft.num_train_epochs == 1 and gpu.sft.learning_rate == 5e-6
+    assert gpu.grpo.rollouts_per_step == gpu.grpo.gradient_accumulation_steps * gpu.grpo.per_device_train_batch_size
+
+
+def test_config_file_overrides(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: cpu\nsft:\n  learning_rate: 0.001\ngrpo:\n  max_steps: 3\n")
+    cfg = load_config(path)
+    assert cfg.sft.learning_rate == 0.001 and cfg.grpo.max_steps == 3 and cfg.name == "mine"
+    path.write_text("grpo:\n  no_such_thing: 1\n")
+    with pytest.raises(UserError, match="no_such_thing"):
+        load_config(path)
+    with pytest.raises(UserError):
+        load_config(Path(tmp_path / "missing.yaml"))
+
+
+def test_format_check_runs_agent_episodes(world, tmp_path):
+    from grepseek_lib.train.format_check import format_check
+
+    result = format_check(world["model"], limit=2, benchmarks=["nq"], corpus=world["corpus"],
+                          benchmarks_dir=world["bench"], max_new_tokens=16, out=tmp_path)
+    assert result["episodes"] == 2 and 0.0 <= result["format_pass_rate"] <= 1.0
+    assert (tmp_path / "format_check_episodes.jsonl").is_file()
+    with pytest.raises(UserError, match="training splits"):
+        format_check(world["model"], limit=1, benchmarks=["hotpotqa_train"], corpus=world["corpus"],
+                     benchmarks_dir=world["bench"])
