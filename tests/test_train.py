@@ -134,7 +134,7 @@ def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypat
     def scripted(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         texts = []
         for ids in prompt_ids:
-            seen_tool = "<tool_response>" in tokenizer.decode(ids)
+            seen_tool = "<tool_response>" in tokenizer.decode(ids).rsplit("Query:", 1)[-1]  # not the prompt's example
             texts.append(render_turn("Done.", answer=next(answers)) if seen_tool else call)
         return [tokenizer.encode(t + "<|im_end|>", add_special_tokens=False) for t in texts], None
 

@@ -2,54 +2,91 @@
 
 Written once: cold start (SFT data), GRPO rollouts, evaluation and `grepseek ask` all build their
 conversations here, so the policy is trained on exactly the text it sees at test time.
+
+The prompt ends with one worked episode. A small instruct model (SmolLM2-135M) never writes a valid
+action from a description alone, but copies a demonstration well; the demonstration is rendered with
+the same functions as real turns and tool replies, so it shows the exact format the parser expects.
 """
 
 from __future__ import annotations
 
+import json
+
 from grepseek_lib import config
+from grepseek_lib.agent.actions import render_tool_call, render_turn
 from grepseek_lib.shell.policy import ALLOWED_PROGRAMS
 
 _SYSTEM_TEMPLATE = """\
-You answer questions by searching a text corpus with shell commands. There is no search engine and no \
-index: you read the raw corpus yourself and you may search it several times.
+You answer questions by searching a text corpus with shell commands: no search engine, you read the raw \
+corpus yourself and may search several times.
 
 THE CORPUS
-The file {corpus} in the current folder holds {n_lines:,} lines. Each line is one Wikipedia passage \
-written as a JSON object:
+The file {corpus} in the current folder holds {n_lines:,} lines, one Wikipedia passage per line as JSON:
 {{"id": "123", "contents": "\\"Title\\"\\npassage text"}}
-The contents field is JSON-escaped: the title sits inside \\" and is followed by \\n, and quotes or \
-non-ASCII letters inside the text also appear escaped (\\" and \\u00e9). Search for plain words and \
-names; they match as written.
+Quotes and non-ASCII letters in contents are JSON-escaped (\\" and \\u00e9); search for plain words and names.
 
 THE TOOL
-A command is ONE pipeline built only from: {programs}. Stages are joined with |. Not allowed: \
-redirection (>, <), chaining (;, &&, ||), $(...) or backticks, writing files, any other program.
-The reply is JSON with the command, stdout, stderr, exit_code, timed_out and truncated. Output longer \
-than about {max_obs_tokens} tokens is cut, so keep it small:
-- count before you read: rg -c -F 'Ada Lovelace' {corpus}   or   ... | wc -l
+A command is ONE pipeline of: {programs}, joined with |. No redirection (>, <), chaining (;, &&, ||), \
+$(...), backticks or other programs. The reply is JSON (command, stdout, stderr, exit_code, timed_out, \
+truncated); output past about {max_obs_tokens} tokens is cut, so keep it small:
+- count before you read: rg -c -F 'Ada Lovelace' {corpus}
 - read only a few lines: end with | head -n 3
 - -F matches text literally, -i ignores case, -w matches whole words
-- narrow a search with a second filter: rg -F 'Lovelace' {corpus} | rg -F -w 'Babbage' | head -n 3
-- long lines can be shortened: ... | cut -c 1-500
+- narrow with a second filter: ... | rg -F -w 'Babbage' | head -n 3
+- shorten long lines: ... | cut -c 1-500
 
 HOW TO REPLY
-Every reply starts with short reasoning in <think>...</think>, followed by exactly ONE action:
-a search
-<tool_call>{{"name": "shell", "arguments": {{"command": "rg -F -i 'ada lovelace' {corpus} | head -n 3"}}}}\
-</tool_call>
+Every reply is short reasoning in <think>...</think>, then exactly ONE action: a search
+{call_example}
 or the final answer
 <answer>short answer</answer>
-The tool reply comes in the next message. You may make at most {max_tool_calls} tool calls; after that you \
-must answer. The answer is a short span (a name, a date, a number, yes or no), not a sentence. Write \
-nothing after </answer>."""
+The tool reply comes in the next message. At most {max_tool_calls} tool calls, then answer: a short span \
+(a name, a date, a number, yes or no), not a sentence, and nothing after </answer>.
+
+EXAMPLE EPISODE
+{example}"""
+
+#: The worked episode: (think, command, stdout) steps, then (think, answer). Not from any benchmark.
+_EXAMPLE_QUESTION = "Which river flows through Grenoble?"
+_EXAMPLE_PASSAGE = {"id": "5120", "contents": '"Grenoble"\nGrenoble is a French city on the river Isère.'}
+_EXAMPLE_STEPS = (
+    ("Find passages about Grenoble; count them first.", "rg -c -F -w 'Grenoble' {corpus}", "7\n"),
+    ("7 lines. Read those that mention a river.",
+     "rg -F -w 'Grenoble' {corpus} | rg -F -i 'river' | head -n 3",
+     json.dumps(_EXAMPLE_PASSAGE, ensure_ascii=False) + "\n"),
+)
+_EXAMPLE_ANSWER = ("The passage says Grenoble lies on the river Isère.", "Isère")
+#: The call shown where the format is described (and in the format-error message): concrete and runnable.
+_CALL_EXAMPLE_COMMAND = "rg -F -i 'ada lovelace' {corpus} | head -n 3"
+
+
+def _example_episode(corpus: str) -> str:
+    """The worked episode, each turn and tool reply rendered exactly as the real conversation shows it."""
+    from grepseek_lib.shell.tool import make_payload, observation_text
+    from grepseek_lib.shell.types import RunResult
+
+    lines = [user_message(_EXAMPLE_QUESTION)]
+    for think, command, stdout in _EXAMPLE_STEPS:
+        command = command.format(corpus=corpus)
+        payload = make_payload(command, RunResult(stdout=stdout.encode("utf-8"), stderr=b"", exit_code=0))
+        lines += [render_turn(think, command=command),
+                  f"<tool_response>{observation_text(payload)}</tool_response>"]
+    lines.append(render_turn(_EXAMPLE_ANSWER[0], answer=_EXAMPLE_ANSWER[1]))
+    return "\n".join(lines)
 
 
 def system_prompt(n_lines: int, *, max_tool_calls: int = config.MAX_TOOL_CALLS,
                   max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS) -> str:
     """The system prompt for a corpus of `n_lines` lines (the real count: it tells the agent the scale)."""
-    return _SYSTEM_TEMPLATE.format(corpus=config.LOGICAL_CORPUS_NAME, n_lines=int(n_lines),
-                                   programs=", ".join(ALLOWED_PROGRAMS), max_obs_tokens=max_obs_tokens,
-                                   max_tool_calls=max_tool_calls)
+    corpus = config.LOGICAL_CORPUS_NAME
+    return _SYSTEM_TEMPLATE.format(corpus=corpus, n_lines=int(n_lines), programs=", ".join(ALLOWED_PROGRAMS),
+                                   max_obs_tokens=max_obs_tokens, max_tool_calls=max_tool_calls,
+                                   call_example=_call_example(), example=_example_episode(corpus))
+
+
+def _call_example() -> str:
+    """The one concrete call shown in the format description and in the format-error message."""
+    return render_tool_call(_CALL_EXAMPLE_COMMAND.format(corpus=config.LOGICAL_CORPUS_NAME))
 
 
 def user_message(question: str) -> str:
@@ -63,10 +100,13 @@ def initial_messages(question: str, n_lines: int, **prompt_kw) -> list[dict]:
 
 
 def format_error_message(error: str) -> str:
-    """The observation sent after a malformed action (one chance to fix it; a second ends the episode)."""
+    """The observation sent after a malformed action (one chance to fix it; a second ends the episode).
+
+    Its example call is a real, runnable command: a small model copies what it is shown, and a copied
+    placeholder such as "..." is refused by the shell.
+    """
     return (f"format error: {error}. Reply with <think>your reasoning</think> followed by exactly one "
-            '<tool_call>{"name": "shell", "arguments": {"command": "..."}}</tool_call> '
-            "or <answer>short answer</answer>.")
+            f"{_call_example()} or <answer>short answer</answer>.")
 
 
 def budget_message(max_tool_calls: int) -> str:

@@ -115,8 +115,12 @@ def make_payload(command: str, result: RunResult, tokenizer: Any = None,
 
 
 def observation_text(payload: dict[str, Any]) -> str:
-    """The payload as the compact JSON text placed in the tool turn of the conversation."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    """The payload as the compact JSON text placed in the tool turn of the conversation.
+
+    Corpus text is hostile input too: a line holding `<|im_end|>` would tokenize as the chat template's
+    control token and forge a turn boundary, so `<|` is written `< |` (the bytes stay readable).
+    """
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<|", "< |")
 
 
 class ShellTool:
