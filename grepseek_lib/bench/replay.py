@@ -1,0 +1,149 @@
+"""Replay the shell commands the agent really ran (eval trajectories): sequential vs sharded timings.
+
+A synthetic benchmark says what the engine CAN do; replaying the agent's own commands says what it
+buys on the workload that matters. Every command runs in every mode, alternating modes within a
+repeat so that page-cache warmth favours none; outputs are compared byte for byte across modes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib import config
+
+
+def commands_from_trajectories(paths: Iterable[Path]) -> list[str]:
+    """Distinct tool commands of eval trajectory files (agent/trajectory.py JSONL), first-seen order."""
+    from grepseek_lib.agent.trajectory import load_jsonl
+
+    seen: dict[str, None] = {}
+    for path in paths:
+        if Path(path).is_file():
+            for traj in load_jsonl(Path(path)):
+                for turn in traj.turns:
+                    if turn.action.kind == "tool" and turn.action.command:
+                        seen.setdefault(turn.action.command, None)
+    return list(seen)
+
+
+def commands_from_chat(paths: Iterable[Path]) -> list[str]:
+    """Distinct tool commands of chat datasets (cold-start train.jsonl): what the policy was taught to run."""
+    import json
+
+    from grepseek_lib.agent.actions import parse_action
+
+    seen: dict[str, None] = {}
+    for path in paths:
+        if not Path(path).is_file():
+            continue
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            try:
+                messages = json.loads(line).get("messages") or []
+            except (ValueError, AttributeError):
+                continue
+            for message in messages:
+                if message.get("role") == "assistant":
+                    action = parse_action(message.get("content", ""))
+                    if action.kind == "tool" and action.command:
+                        seen.setdefault(action.command, None)
+    return list(seen)
+
+
+def collect_commands(trajectory_files: Iterable[Path], chat_files: Iterable[Path] = (), limit: int | None = None):
+    """Commands to replay, as a frame (command, source): the eval agents' own first, then, when they ran
+    fewer than `limit` (an untrained policy often runs none), the cold-start commands as a labelled top-up."""
+    import pandas as pd
+
+    rows = [{"command": c, "source": "eval"} for c in commands_from_trajectories(trajectory_files)]
+    known = {r["command"] for r in rows}
+    rows += [{"command": c, "source": "coldstart"} for c in commands_from_chat(chat_files) if c not in known]
+    frame = pd.DataFrame(rows, columns=["command", "source"])
+    return frame if limit is None else frame.head(limit)
+
+
+def replay(
+    commands: Sequence[str],
+    corpus: Path,
+    shards: Path | None,
+    *,
+    repeats: int = 1,
+    timeout: float = config.DEFAULT_TIMEOUT_S,
+    max_output_bytes: int | None = config.DEFAULT_MAX_OUTPUT_BYTES,
+    progress: bool = True,
+):
+    """One row per (command, mode, repeat): seconds, exit code, output size, the sharded plan's strategy,
+    and whether the output equals the sequential run's. Refused commands (the agent's hostile or broken ones) are kept with
+    mode timings of the refusal, flagged `refused`."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from grepseek_lib.shell.engine import Engine
+    from grepseek_lib.shell.policy import parse_command
+    from grepseek_lib.shell.types import Refused
+
+    engines = {"sequential": Engine(Path(corpus))}
+    if shards is not None:
+        engines["sharded"] = Engine(Path(corpus), shards_dir=Path(shards))
+    rows: list[dict[str, Any]] = []
+    try:
+        for index, command in enumerate(tqdm(commands, desc="replay", unit="cmd", disable=not progress)):
+            try:
+                pipeline = parse_command(command)
+            except Refused:
+                rows.append({"command": command, "mode": "refused", "repeat": 0, "seconds": 0.0,
+                             "exit_code": None, "stdout_bytes": 0, "same_as_sequential": None, "refused": True})
+                continue
+            strategy = engines["sharded"].plan(pipeline).strategy if "sharded" in engines else "sequential"
+            for repeat in range(repeats):
+                order = list(engines) if (index + repeat) % 2 == 0 else list(reversed(engines))
+                outputs = {}
+                for mode in order:
+                    began = time.perf_counter()
+                    result = engines[mode].run(pipeline, timeout=timeout, max_output_bytes=max_output_bytes)
+                    seconds = time.perf_counter() - began
+                    outputs[mode] = (result.stdout, result.stderr, result.exit_code)
+                    rows.append({"command": command, "mode": mode, "repeat": repeat, "seconds": seconds,
+                                 "exit_code": result.exit_code, "stdout_bytes": len(result.stdout),
+                                 "timed_out": result.timed_out, "refused": False, "strategy": strategy})
+                reference = outputs["sequential"]
+                for row in rows[-len(order):]:
+                    row["same_as_sequential"] = outputs[row["mode"]] == reference
+    finally:
+        for engine in engines.values():
+            close = getattr(engine, "close", None)
+            if close is not None:
+                close()
+    return pd.DataFrame(rows)
+
+
+def latency_summary(replayed: Any):
+    """Per mode: commands, mean, median, p90, p99, max seconds, and speed-up of the median and mean
+    over sequential; refused commands are left out (they never reach a mode)."""
+    import pandas as pd
+
+    timed = replayed[~replayed["refused"].astype(bool)] if len(replayed) else replayed
+    if len(timed) == 0:
+        return pd.DataFrame(columns=["mode", "commands", "mean_s", "median_s", "p90_s", "p99_s", "max_s"])
+    per_command = timed.groupby(["mode", "command"], sort=False)["seconds"].median().reset_index()
+    rows = []
+    for mode, group in per_command.groupby("mode", sort=False):
+        s = group["seconds"]
+        rows.append({"mode": mode, "commands": len(s), "mean_s": s.mean(), "median_s": s.median(),
+                     "p90_s": s.quantile(0.9), "p99_s": s.quantile(0.99), "max_s": s.max()})
+    table = pd.DataFrame(rows)
+    base = table.set_index("mode").loc["sequential"] if "sequential" in set(table["mode"]) else None
+    if base is not None:
+        table["median_speedup"] = base["median_s"] / table["median_s"].where(table["median_s"] > 0)
+        table["mean_speedup"] = base["mean_s"] / table["mean_s"].where(table["mean_s"] > 0)
+    mismatches = timed[timed["same_as_sequential"] == False]  # noqa: E712 (a pandas mask, not a bool)
+    table["output_mismatches"] = [int((mismatches["mode"] == m).sum()) for m in table["mode"]]
+    return table
+
+
+def per_command_times(replayed: Any):
+    """Median seconds per command per mode (rows: commands): the input of the latency plots."""
+    timed = replayed[~replayed["refused"].astype(bool)]
+    return timed.groupby(["mode", "command"], sort=False)["seconds"].median().reset_index()
