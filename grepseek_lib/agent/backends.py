@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from grepseek_lib.agent.chat_template import CHAT_TEMPLATE, tool_messages_as_user
+from grepseek_lib.agent.constrained import ProtocolLogitsProcessor, turn_regex, wants_answer_only
 from grepseek_lib.errors import UserError
 
 #: Where an assistant turn ends in our protocol; the action is complete at either tag.
@@ -90,10 +91,14 @@ class _TailStop:
 
 
 class HFBackend:
-    """transformers generation, batched with left padding; greedy when temperature is 0."""
+    """transformers generation, batched with left padding; greedy when temperature is 0.
+
+    `constrain=True` masks the logits with the protocol grammar (agent/constrained.py): every turn is then
+    `<think>..</think>` + one valid action, and only an answer after the loop's budget message.
+    """
 
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, device: str | None = None,
-                 batch_size: int = 8, dtype: Any = None):
+                 batch_size: int = 8, dtype: Any = None, constrain: bool = False):
         if isinstance(model, str):
             from grepseek_lib.train.models import load_model_and_tokenizer
 
@@ -108,6 +113,7 @@ class HFBackend:
 
             tokenizer = load_tokenizer(tokenizer)
         self.model, self.tokenizer, self.batch_size = model, tokenizer, max(1, int(batch_size))
+        self.constrain = bool(constrain)
         if tokenizer.pad_token_id is None:
             raise UserError("the tokenizer has no pad token; load it through train.models.load_model_and_tokenizer")
 
@@ -118,20 +124,22 @@ class HFBackend:
     def generate(self, conversations: list[list[dict]], *, max_new_tokens: int, temperature: float,
                  stop: list[str] | None = None) -> list[Generation]:
         prompts = [self.render(c) for c in conversations]
+        answer_only = [self.constrain and wants_answer_only(c) for c in conversations]
         lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
         order = sorted(range(len(prompts)), key=lambda i: -lengths[i])  # similar lengths pad less
         results: list[Generation | None] = [None] * len(prompts)
         for lo in range(0, len(order), self.batch_size):
             chunk = order[lo: lo + self.batch_size]
-            for i, gen in zip(chunk, self._generate_batch([prompts[i] for i in chunk], max_new_tokens,
-                                                          temperature, list(stop or [])), strict=True):
+            batch = self._generate_batch([prompts[i] for i in chunk], max_new_tokens, temperature,
+                                         list(stop or []), [answer_only[i] for i in chunk])
+            for i, gen in zip(chunk, batch, strict=True):
                 results[i] = gen
         return results  # type: ignore[return-value]
 
     def _generate_batch(self, prompts: list[str], max_new_tokens: int, temperature: float,
-                        stop: list[str]) -> list[Generation]:
+                        stop: list[str], answer_only: list[bool]) -> list[Generation]:
         import torch
-        from transformers import StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         tok = self.tokenizer
         start = time.perf_counter()
@@ -142,9 +150,12 @@ class HFBackend:
         if temperature > 0:
             sampling = {"do_sample": True, "temperature": float(temperature), "top_p": 1.0, "top_k": 0}
         criteria = StoppingCriteriaList([_TailStop(tok, stop, prompt_len)] if stop else [])
+        processors = LogitsProcessorList()
+        if self.constrain:
+            processors.append(ProtocolLogitsProcessor(tok, len(prompts), max_new_tokens, answer_only=answer_only))
         with torch.inference_mode():
             out = self.model.generate(
-                **enc, max_new_tokens=max_new_tokens, stopping_criteria=criteria,
+                **enc, max_new_tokens=max_new_tokens, stopping_criteria=criteria, logits_processor=processors,
                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **sampling,
             )
         latency = time.perf_counter() - start
@@ -169,14 +180,22 @@ class OpenAIBackend:
 
     Requests run concurrently; 429, 5xx, timeouts and dropped connections are retried with exponential
     backoff (honouring Retry-After). Tool messages are sent as user turns with the same rendered text.
+
+    `constrain=True` sends the protocol grammar as a regex in vLLM's structured-output request field
+    (`structured_outputs`, vLLM >= 0.10.2; `constrain_field="guided_regex"` for older servers). This is a
+    vLLM-server extension: other endpoints ignore or reject it.
     """
 
     RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
                  concurrency: int = 8, timeout: float = 300.0, retries: int = 4, backoff_s: float = 0.5,
-                 tokenizer: Any = None):
+                 tokenizer: Any = None, constrain: bool = False, constrain_field: str = "structured_outputs"):
         import httpx
+
+        if constrain_field not in ("structured_outputs", "guided_regex"):
+            raise UserError(f"constrain_field must be structured_outputs or guided_regex, got {constrain_field!r}")
+        self.constrain, self.constrain_field = bool(constrain), constrain_field
 
         base = (base_url or os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1").rstrip("/")
         if not base.startswith(("http://", "https://")):
@@ -253,6 +272,10 @@ class OpenAIBackend:
         }
         if stop:
             body["stop"] = list(stop)
+        if self.constrain:
+            regex = turn_regex(answer_only=wants_answer_only(conversation))
+            body.update({"structured_outputs": {"regex": regex}} if self.constrain_field == "structured_outputs"
+                        else {"guided_regex": regex})
         start = time.perf_counter()
         data = self._request("POST", "/chat/completions", body)
         latency = time.perf_counter() - start
@@ -279,11 +302,15 @@ class OpenAIBackend:
 
 
 class VLLMBackend:
-    """vLLM's offline engine in this process (GPU); imported only when chosen."""
+    """vLLM's offline engine in this process (GPU); imported only when chosen.
+
+    `constrain=True` passes the protocol grammar as a structured-output regex (StructuredOutputsParams, or
+    GuidedDecodingParams on vLLM < 0.10.2).
+    """
 
     def __init__(self, model: str = "smollm2", tokenizer: Any = None, dtype: str = "auto",
                  gpu_memory_utilization: float = 0.85, max_model_len: int | None = None, seed: int = 0,
-                 engine_kwargs: dict | None = None):
+                 engine_kwargs: dict | None = None, constrain: bool = False):
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -294,13 +321,30 @@ class VLLMBackend:
         self.llm = LLM(model=path, tokenizer=path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
                        max_model_len=max_model_len, seed=seed, **(engine_kwargs or {}))
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path)
+        self.constrain = bool(constrain)
+
+    def _params(self, max_new_tokens: int, temperature: float, stop: list[str] | None,
+                answer_only: bool) -> Any:
+        from vllm import SamplingParams
+
+        kw: dict[str, Any] = {}
+        if self.constrain:
+            regex = turn_regex(answer_only=answer_only)
+            try:
+                from vllm.sampling_params import StructuredOutputsParams
+
+                kw["structured_outputs"] = StructuredOutputsParams(regex=regex)
+            except ImportError:
+                from vllm.sampling_params import GuidedDecodingParams
+
+                kw["guided_decoding"] = GuidedDecodingParams(regex=regex)
+        return SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=1.0,
+                              stop=list(stop or []) or None, include_stop_str_in_output=True, **kw)
 
     def generate(self, conversations: list[list[dict]], *, max_new_tokens: int, temperature: float,
                  stop: list[str] | None = None) -> list[Generation]:
-        from vllm import SamplingParams
-
-        params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=1.0,
-                                stop=list(stop or []) or None, include_stop_str_in_output=True)
+        params = [self._params(max_new_tokens, temperature, stop, self.constrain and wants_answer_only(c))
+                  for c in conversations]
         start = time.perf_counter()
         outputs = self.llm.chat([tool_messages_as_user(c) for c in conversations], params,
                                 chat_template=CHAT_TEMPLATE, add_generation_prompt=True, use_tqdm=False)

@@ -30,14 +30,24 @@ def _add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S, help="seconds per command")
 
 
+def _add_constrained_option(parser: argparse.ArgumentParser, *, default: bool, why: str) -> None:
+    parser.add_argument("--constrained", action=argparse.BooleanOptionalAction, default=default,
+                        help=f"mask the model's tokens to the action protocol (agent/constrained.py); {why}")
+
+
 def register(subparsers) -> None:
     ask = subparsers.add_parser("ask", help="answer one question with the search agent, showing each step")
     ask.add_argument("question")
     _add_agent_options(ask)
+    _add_constrained_option(ask, default=True,
+                            why="default on, so a small model's every turn is a valid action")
     ask.set_defaults(func=ask_command)
 
     ev = subparsers.add_parser("eval", help="run the agent over benchmarks; write records and EM / F1 tables")
     _add_agent_options(ev)
+    _add_constrained_option(ev, default=False,
+                            why="default off, so the scores measure the model itself; the setting is "
+                                "saved in OUT/settings.json")
     ev.add_argument("--benchmarks", default=",".join(config.BENCHMARKS),
                     help="comma-separated names (or FlashRAG .jsonl paths)")
     ev.add_argument("--limit", type=int, default=50, help="questions per benchmark (first N)")
@@ -51,12 +61,13 @@ def _backend_kwargs(args) -> dict:
     from grepseek_lib.errors import UserError
 
     batch = max(1, getattr(args, "batch_size", 1))
+    constrain = {"constrain": bool(getattr(args, "constrained", False))}
     if args.backend == "openai":
         given = (("base_url", args.base_url), ("api_key", args.api_key))
-        return {"concurrency": batch, **{k: v for k, v in given if v is not None}}
+        return {"concurrency": batch, **constrain, **{k: v for k, v in given if v is not None}}
     if args.base_url or args.api_key:
         raise UserError("--base-url / --api-key need --backend openai")
-    return {"batch_size": batch} if args.backend == "hf" else {}
+    return {"batch_size": batch, **constrain} if args.backend == "hf" else constrain
 
 
 def _check_limits(args) -> None:
@@ -116,7 +127,8 @@ def ask_command(args) -> int:
     if not args.question.strip():
         raise UserError("the question is empty")
     corpus, shards = resolve_corpus(args.corpus, args.shards)
-    print(f"loading {args.model} ({args.backend}) ...", file=sys.stderr)
+    mode = "constrained" if args.constrained else "unconstrained"
+    print(f"loading {args.model} ({args.backend}, {mode} decoding) ...", file=sys.stderr)
     backend = make_backend(args.backend, args.model, **_backend_kwargs(args))
     tool = make_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=config.DEFAULT_MAX_OBS_TOKENS,
                      tokenizer=getattr(backend, "tokenizer", None))
@@ -143,6 +155,7 @@ def eval_command(args) -> int:
     if args.limit is not None and args.limit <= 0:
         raise UserError("--limit must be positive")
     out = args.out or config.runs_dir() / "eval"
+    _record_settings(out, args)
     table = evaluate(args.model, args.backend, benchmarks, args.limit, out, batch_size=max(1, args.batch_size),
                      corpus=args.corpus, shards=args.shards, temperature=args.temperature,
                      max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens,
@@ -151,3 +164,28 @@ def eval_command(args) -> int:
     print(markdown_table(table), end="")
     print(f"records, trajectories and tables in {out}")
     return 0
+
+
+#: Settings a resumed eval must share with the records already in OUT (else the table mixes two systems).
+_RESUME_SETTINGS = ("model", "backend", "constrained", "temperature", "max_new_tokens", "max_tool_calls")
+
+
+def _record_settings(out: Path, args) -> None:
+    """Write OUT/settings.json (model, backend, constrained decoding, ...); refuse to resume with others."""
+    import json
+
+    from grepseek_lib.errors import UserError
+
+    settings = {name: getattr(args, name) for name in _RESUME_SETTINGS}
+    path = Path(out) / "settings.json"
+    if path.exists():
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            before = {}
+        changed = [f"{k}={before.get(k)!r} -> {v!r}" for k, v in settings.items() if k in before and before[k] != v]
+        if changed:
+            raise UserError(f"{out} holds results run with other settings ({'; '.join(changed)}): "
+                            "use another --out, or the same settings to resume")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
