@@ -1,11 +1,18 @@
 """Training settings: a CPU config that runs in minutes and a GPU config that mirrors the paper.
 
-`cpu`: SmolLM2-135M on mini-wiki training questions. Batch 1, trajectories up to 1,536 tokens (longer ones
-are dropped, never cut), a higher learning rate than the paper's (a 135M model moves too little at 5e-6 in a
-few dozen steps), one question x 5 rollouts a GRPO step with a 192-token turn cap. Observations keep the
-protocol's 2,048-token cap so the prompt is the one evaluation uses. Measured on 2 shared cores: ~25-30 s per
-SFT step at ~1.1k tokens (full fine-tune, float32, OMP_NUM_THREADS=1, which beats 2 threads several-fold
-when the cores are contended); GRPO steps take minutes, dominated by generation.
+`cpu`: SmolLM2-135M on mini-wiki training questions, full fine-tune in float32.
+SFT: batch 1, lr 1e-4 constant (a 135M model moves too little at 5e-6 in a few dozen steps), 1 epoch over
+every cold-start trajectory: max_length 4,096 keeps all of them (the ~830-token system prompt puts the
+median at ~1.7k SmolLM2 tokens, p90 ~2.5k, max ~4.05k); longer ones would be dropped, never cut.
+GRPO: G=4 rollouts of 1 question a step, a 256-token turn cap (the cold-start turns reach ~260 tokens),
+1,536 completion tokens (turns plus tool observations, so a 3-call episode fits), over a pool of 3
+training questions for 9 steps: every third of the run sees the same questions, so the first-vs-last
+reward trend compares like with like. Rollouts are scored one per micro-batch (4 accumulated): with all 4
+in one forward/backward the process reached 22 GB (float32 activations, 49k-vocab logits) and was OOM-killed
+on a 23 GB machine. Observations keep the protocol's 2,048-token cap so the prompt is
+the one evaluation uses. Measured on 2 heavily shared cores (OMP_NUM_THREADS=1, load 4-6): 35-60 s per
+SFT step (the full epoch is ~1.5 h there); a GRPO step took 762 s: ~6.5 min generating (every turn
+re-reads the whole prompt), ~6 min forward/backward, 8 s for the 1.6 GB checkpoint (model + Adam state).
 
 `gpu`: the paper's recipe (PAPER.md, stage 2) for a Qwen3.5-9B-class model: SFT 1 epoch at lr 5e-6,
 full fine-tune; GRPO with 5 rollouts x 256 questions a step, 200 steps, lr 5e-6, no KL (beta 0), clip 0.2,
@@ -112,11 +119,11 @@ def cpu_config() -> TrainConfig:
     return TrainConfig(
         name="cpu", model="smollm2",
         sft=SFTSettings(learning_rate=1e-4, lr_scheduler_type="constant", warmup_ratio=0.0,
-                        per_device_train_batch_size=1, gradient_accumulation_steps=1, max_length=1536,
-                        max_examples=300, save_steps=10),
-        grpo=GRPOSettings(num_generations=5, questions_per_step=1, max_steps=12, learning_rate=2e-5,
-                          max_completion_length=1024, max_turn_tokens=192, per_device_train_batch_size=5,
-                          max_questions=200, gradient_checkpointing=False, use_vllm=False),
+                        per_device_train_batch_size=1, gradient_accumulation_steps=1, max_length=4096,
+                        max_examples=None, save_steps=10),
+        grpo=GRPOSettings(num_generations=4, questions_per_step=1, max_steps=9, learning_rate=2e-5,
+                          max_completion_length=1536, max_turn_tokens=256, per_device_train_batch_size=1,
+                          max_questions=3, gradient_checkpointing=False, use_vllm=False),
     )
 
 
