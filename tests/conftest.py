@@ -20,3 +20,23 @@ def miniwiki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("miniwiki")
     build_miniwiki(raw, out, verbose=False)
     return out
+
+
+@pytest.fixture
+def one_thread():
+    """Two shared cores: several torch threads spin against each other and run many times slower."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offline tiny model (2-layer Qwen3, BPE tokenizer), built once per test session."""
+    torch = pytest.importorskip("torch")
+    from grepseek_lib.train.models import build_tiny_model
+
+    torch.set_num_threads(1)
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")

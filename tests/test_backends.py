@@ -36,12 +36,7 @@ ANSWER_REPLY = "<think>The passage says Paris.</think>\n<answer>Paris</answer>"
 JUNK = " and then more words"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from grepseek_lib.agent.constrained import (
     wants_answer_only,
 )
 from grepseek_lib.agent.prompt import budget_message, initial_messages
-from grepseek_lib.train.models import build_tiny_model
 
 torch = pytest.importorskip("torch")
 
@@ -27,18 +26,7 @@ QUESTIONS = ["Who wrote Hamlet?", "Which river flows through Grenoble and which 
              "What is the capital of France?"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    torch.set_num_threads(1)
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -17,18 +17,7 @@ from grepseek_lib.train.models import build_tiny_model, resolve_model
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two shared cores: several torch threads spin against each other and run ~30x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
