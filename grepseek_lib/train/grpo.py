@@ -38,10 +38,11 @@ from grepseek_lib.train.sft import (
     CHECKPOINTS,
     METRICS_FILE,
     SUMMARY_FILE,
+    checkpoint_args,
     last_checkpoint,
+    load_trainable,
     lora_config,
     metrics_logger,
-    precision_flags,
     save_final_model,
 )
 
@@ -115,15 +116,10 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
 
     from grepseek_lib.agent.loop import corpus_lines
     from grepseek_lib.shell.tool import ShellTool
-    from grepseek_lib.train.models import load_model_and_tokenizer
     from grepseek_lib.train.reward import TrlShellReward
 
     out = Path(out)
-    flags = precision_flags()
-    device = "cpu" if flags["use_cpu"] else None
-    model, tokenizer = load_model_and_tokenizer(model_name, device=device,
-                                                dtype="bfloat16" if flags["bf16"] else "float32")
-    model.train()
+    model, tokenizer, flags = load_trainable(model_name)
     tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
                      max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
     rows = prompt_rows(questions, corpus_lines(tool), settings)
@@ -149,16 +145,9 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         scale_rewards=settings.scale_rewards,
         use_vllm=want_vllm(settings.use_vllm),
         vllm_mode="colocate",
-        activation_checkpointing=settings.gradient_checkpointing,
-        logging_steps=settings.logging_steps,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=settings.save_total_limit,
-        seed=settings.seed,
-        report_to="none",
         log_completions=False,
         remove_unused_columns=False,
-        **flags,
+        **checkpoint_args(settings, flags),
     )
     reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE)
     trainer = GRPOTrainer(

@@ -87,6 +87,24 @@ def precision_flags() -> dict[str, bool]:
     return {"bf16": bf16, "fp16": False, "use_cpu": not torch.cuda.is_available()}
 
 
+def load_trainable(model_name: str) -> tuple[Any, Any, dict[str, bool]]:
+    """Model and tokenizer in training mode, in the precision the device supports, plus those flags."""
+    from grepseek_lib.train.models import load_model_and_tokenizer
+
+    flags = precision_flags()
+    model, tokenizer = load_model_and_tokenizer(model_name, device="cpu" if flags["use_cpu"] else None,
+                                                dtype="bfloat16" if flags["bf16"] else "float32")
+    model.train()
+    return model, tokenizer, flags
+
+
+def checkpoint_args(settings: Any, flags: dict[str, bool]) -> dict[str, Any]:
+    """Trainer arguments SFT and GRPO share: precision, logging, step checkpoints, seed, no trackers."""
+    return dict(activation_checkpointing=settings.gradient_checkpointing, logging_steps=settings.logging_steps,
+                save_strategy="steps", save_steps=settings.save_steps, save_total_limit=settings.save_total_limit,
+                seed=settings.seed, report_to="none", **flags)
+
+
 def lora_config(settings: Any) -> Any:
     from peft import LoraConfig
 
@@ -146,13 +164,7 @@ def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SF
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from grepseek_lib.train.models import load_model_and_tokenizer
-
-    flags = precision_flags()
-    device = "cpu" if flags["use_cpu"] else None
-    model, tokenizer = load_model_and_tokenizer(model_name, device=device,
-                                                dtype="bfloat16" if flags["bf16"] else "float32")
-    model.train()
+    model, tokenizer, flags = load_trainable(model_name)
     rows = [{"messages": r["messages"]} for r in rows]
     rows, _ = drop_overlong(rows, tokenizer, settings.max_length)
     if not rows:
@@ -170,16 +182,9 @@ def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SF
         weight_decay=settings.weight_decay,
         per_device_train_batch_size=settings.per_device_train_batch_size,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
-        activation_checkpointing=settings.gradient_checkpointing,
-        logging_steps=settings.logging_steps,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=settings.save_total_limit,
-        seed=settings.seed,
-        report_to="none",
         disable_tqdm=False,
         dataloader_num_workers=0,
-        **flags,
+        **checkpoint_args(settings, flags),
     )
     trainer = SFTTrainer(
         model=model,
