@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from grepseek_lib import config
+
+
+@pytest.fixture(autouse=True, scope="session")
+def shard_every_corpus() -> Iterator[None]:
+    """Test corpora are tiny: shard them anyway, or the engine would (rightly) run them once."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GREPSEEK_MIN_SHARD_MB", "0")
+        yield
 
 
 @pytest.fixture(scope="session")

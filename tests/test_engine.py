@@ -6,6 +6,7 @@ import json
 import shlex
 import threading
 import time
+from functools import partial
 
 import pytest
 from test_shell_helpers import bash, write_corpus
@@ -185,6 +186,42 @@ def test_head_cancels_later_shards_once_it_has_its_lines(sharded, monkeypatch):
     assert result.stdout == bash(command, ref).stdout and result.stdout.count(b"\n") == 2
     assert calls[0][0] == "shard-000.jsonl"
     assert all(cancel.is_set() for name, cancel in calls[1:])
+
+
+def test_on_slow_fires_only_once_the_grace_has_passed(sharded):
+    corpus, _, _ = sharded
+    pipeline = parse_command("rg the corpus.jsonl | head -n 2")
+    for grace, expected in ((0.0, 1), (3600.0, 0)):
+        fired: list[int] = []
+        run_pipeline(pipeline, corpus, timeout=10, max_output_bytes=None, on_slow=(grace, partial(fired.append, 1)))
+        assert len(fired) == expected, grace
+
+
+def test_small_shards_run_once_unless_asked(sharded, monkeypatch):
+    corpus, shards, ref = sharded
+    pipeline = parse_command("rg -c the corpus.jsonl")
+    monkeypatch.delenv("GREPSEEK_MIN_SHARD_MB")
+    assert Engine(corpus, shards).plan(pipeline).strategy == planner.SEQUENTIAL  # default: 32 MB a shard
+    assert Engine(corpus, shards, min_shard_bytes=0).plan(pipeline).strategy == planner.SUM
+    monkeypatch.setenv("GREPSEEK_MIN_SHARD_MB", "0")
+    assert Engine(corpus, shards).plan(pipeline).strategy == planner.SUM
+    monkeypatch.setenv("GREPSEEK_MIN_SHARD_MB", "lots")
+    with pytest.raises(UserError, match="GREPSEEK_MIN_SHARD_MB"):
+        Engine(corpus, shards)
+    result = Engine(corpus, shards, min_shard_bytes=10**9).run(pipeline, timeout=10)
+    assert result.stdout == bash("rg -c the corpus.jsonl", ref).stdout
+
+
+@pytest.mark.parametrize("grace", [0.0, 3600.0])
+def test_head_plans_are_exact_whether_or_not_later_shards_start_early(sharded, monkeypatch, grace):
+    corpus, shards, ref = sharded
+    monkeypatch.setattr(engine_module, "HEAD_GRACE_S", grace)
+    engine = Engine(corpus, shards)
+    for command in ("rg the corpus.jsonl | head -n 2", "rg -n 'e' corpus.jsonl | head -n 100",
+                    "rg -F zzz-none corpus.jsonl | head", "rg -c the corpus.jsonl | head -n 1"):
+        result = engine.run(parse_command(command), timeout=10)
+        reference = bash(command, ref)
+        assert (result.stdout, result.exit_code) == (reference.stdout, reference.returncode), command
 
 
 def test_errors_print_once_like_one_process(sharded):

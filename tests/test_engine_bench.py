@@ -24,7 +24,7 @@ def test_bench_engine_table(corpus, tmp_path):
     pipelines = (BenchPipeline("count", "rg -c -F 'Paris' corpus.jsonl", "rg -c -F 'Paris'", " | awk '{s+=$1} END {print s+0}'"),
                  BenchPipeline("filter", "rg -n river corpus.jsonl"),
                  BenchPipeline("head", "rg -F -i 'paris' corpus.jsonl | head -n 5"))
-    frame, summary = bench_engine(corpus, 2, repeats=1, pipelines=pipelines)
+    frame, summary = bench_engine(corpus, 2, repeats=1, fast_repeats=1, pipelines=pipelines)
     assert list(frame.strategy) == ["sum", "concat", "head"] and frame.identical.all()
     assert (frame.sequential_s > 0).all() and (frame.sharded_s > 0).all()
     assert summary["geomean_speedup_count_filter"] > 0 and summary["all_identical"]
@@ -49,5 +49,17 @@ def test_bench_cli_and_bad_input(corpus, tmp_path, capsys):
     with pytest.raises(UserError, match="does not exist"):
         bench_engine(tmp_path / "nope.jsonl", 2)
     assert main(["bench", "engine", "--corpus", str(corpus), "--shards", "2", "--repeats", "1",
-                 "--out", str(tmp_path / "cli")]) == 0
+                 "--fast-repeats", "1", "--out", str(tmp_path / "cli")]) == 0
     assert "Geometric-mean" in capsys.readouterr().out and (tmp_path / "cli" / "engine_bench.csv").is_file()
+
+
+def test_settle_keeps_the_bytes_and_names_a_missing_file(tmp_path):
+    from grepseek_lib import pagecache
+
+    path = tmp_path / "corpus.jsonl"
+    data = b"".join(b'{"id": "%d", "contents": "x"}\n' % i for i in range(50_000))
+    path.write_bytes(data)
+    pagecache.settle([path])
+    assert path.read_bytes() == data
+    with pytest.raises(FileNotFoundError, match="missing"):
+        pagecache.settle([tmp_path / "missing.jsonl"])

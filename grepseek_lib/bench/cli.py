@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.bench.engine import FAST_REPEATS, FAST_S
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,6 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     engine.add_argument("--corpus", type=Path, default=None, help="corpus file (default: config.default_corpus())")
     engine.add_argument("--shards", type=int, required=True, help="number of shards (built next to the corpus)")
     engine.add_argument("--repeats", type=int, default=5, help="timed runs per pipeline and mode (median)")
+    engine.add_argument("--fast-repeats", type=int, default=FAST_REPEATS,
+                        help=f"at least this many runs for pipelines under {FAST_S * 1000:g} ms (noise)")
     engine.add_argument("--out", type=Path, default=None,
                         help="folder for engine_bench.md / .csv (default: runs/bench_engine)")
     engine.set_defaults(func=engine_main)
@@ -24,7 +27,8 @@ def engine_main(args: argparse.Namespace) -> int:
     from grepseek_lib.bench.engine import bench_engine, markdown_table, write_report
 
     corpus = args.corpus or config.default_corpus()
-    frame, summary = bench_engine(corpus, args.shards, repeats=args.repeats)
+    frame, summary = bench_engine(corpus, args.shards, repeats=args.repeats,
+                                  fast_repeats=args.fast_repeats)
     csv_path, md_path = write_report(frame, summary, args.out or config.runs_dir() / "bench_engine")
     print(markdown_table(frame, summary))
     print(f"wrote {md_path} and {csv_path}")

@@ -86,7 +86,7 @@ def replay(
 
     engines = {"sequential": Engine(Path(corpus))}
     if shards is not None:
-        engines["sharded"] = Engine(Path(corpus), shards_dir=Path(shards))
+        engines["sharded"] = Engine(Path(corpus), shards_dir=Path(shards), min_shard_bytes=0)  # measure sharding itself
     rows: list[dict[str, Any]] = []
     try:
         for index, command in enumerate(tqdm(commands, desc="replay", unit="cmd", disable=not progress)):

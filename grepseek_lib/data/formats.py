@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.pagecache import WRITE_BUFFER
 
 #: Header line of the DPR passage file psgs_w100.tsv.
 DPR_HEADER = ("id", "text", "title")
@@ -189,7 +190,7 @@ def write_lines(path: Path, lines: Iterable[str]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     count = 0
-    with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+    with open(tmp, "w", encoding="utf-8", newline="\n", buffering=WRITE_BUFFER) as handle:
         for line in lines:
             handle.write(line)
             handle.write("\n")

@@ -16,11 +16,13 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell import plan as planner
 from grepseek_lib.shell.policy import parse_command
@@ -59,7 +61,10 @@ class _ShardRun:
 class Engine:
     """Runs accepted pipelines over a corpus, sharded when `shards_dir` holds a fresh manifest."""
 
-    def __init__(self, corpus: str | Path, shards_dir: str | Path | None = None, *, workers: int | None = None):
+    def __init__(self, corpus: str | Path, shards_dir: str | Path | None = None, *, workers: int | None = None,
+                 min_shard_bytes: int | None = None):
+        """`min_shard_bytes`: below this average shard size one sequential run is used (config.min_shard_bytes)."""
+        self.min_shard_bytes = config.min_shard_bytes() if min_shard_bytes is None else min_shard_bytes
         self.corpus = Path(corpus).expanduser()
         if not self.corpus.is_file():
             raise UserError(f"corpus {self.corpus} does not exist; check --corpus")
@@ -77,6 +82,8 @@ class Engine:
         """How `pipeline` will run here (sequential without shards or when the corpus holds NUL bytes)."""
         if self.manifest is None or len(self.manifest.shards) < 2:
             return planner.sequential("no shards")
+        if self.manifest.size < self.min_shard_bytes * len(self.manifest.shards):
+            return planner.sequential(f"shards smaller than {self.min_shard_bytes / 1e6:g} MB: one run is as fast")
         if self.manifest.has_nul:
             return planner.sequential("the corpus holds NUL bytes (binary detection differs per shard)")
         return planner.plan_pipeline(pipeline)
@@ -118,7 +125,8 @@ class Engine:
                             f"{len(self.manifest.shards)} --out {self.manifest.directory}`")
 
     def _run_shard(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None,
-                   cancel: threading.Event) -> RunResult | None:
+                   cancel: threading.Event,
+                   on_slow: tuple[float, Callable[[], None]] | None = None) -> RunResult | None:
         if cancel.is_set():
             return None
         remaining = deadline - time.monotonic()
@@ -126,7 +134,7 @@ class Engine:
             return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
         assert self.manifest is not None
         return run_pipeline(pipeline, self.manifest.shard_path(index), timeout=remaining, max_output_bytes=cap,
-                            cancel=cancel)
+                            cancel=cancel, on_slow=on_slow)
 
     def _start(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None) -> _ShardRun:
         cancel = threading.Event()
@@ -154,21 +162,16 @@ class Engine:
             if chosen.strategy == planner.HEAD:
                 # Shard 0 runs in this thread (no hand-off): frequent matches end there, as fast as one
                 # run. Only if it is still busy after a grace period do the other shards start.
-                first_done = threading.Event()
+                def start_rest() -> None:
+                    for j in range(1, n):
+                        start(j)
 
-                def start_rest_unless_first_done() -> None:  # a pool task: no thread is created per call
-                    if not first_done.wait(HEAD_GRACE_S):
-                        for j in range(1, n):
-                            start(j)
-
-                shared_pool(self.workers).submit(start_rest_unless_first_done)
                 cancel = threading.Event()
                 try:
-                    first = self._run_shard(0, shard_pipeline, deadline, cap, cancel)
+                    first = self._run_shard(0, shard_pipeline, deadline, cap, cancel,
+                                            on_slow=(HEAD_GRACE_S, start_rest))
                 except Exception:
                     raise _Fallback from None
-                finally:
-                    first_done.set()
                 done: Future = Future()
                 done.set_result(first)
                 with lock:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -192,7 +192,8 @@ class _Chain:
 
 def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output_bytes: int | None,
                  stdout_sink: BinaryIO | None = None, stderr_sink: BinaryIO | None = None,
-                 limits: Limits = DEFAULT_LIMITS, cancel: threading.Event | None = None) -> RunResult:
+                 limits: Limits = DEFAULT_LIMITS, cancel: threading.Event | None = None,
+                 on_slow: tuple[float, Callable[[], None]] | None = None) -> RunResult:
     """Run `pipeline` over `corpus` (seen as corpus.jsonl). Exit status is the last stage's, as bash.
 
     Without sinks, stdout and stderr are returned in the RunResult; with sinks they are written there
@@ -201,21 +202,23 @@ def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output
     On timeout the chain is killed and the status is 124 with `timed_out` set. Setting `cancel` (used
     by the sharded engine once a later shard's output is not needed) kills the chain within ~20 ms; the
     result is then marked `truncated` with status 141 and must be discarded by the caller.
+    `on_slow=(seconds, callback)` calls `callback` from this thread once the chain has run that long
+    (the engine starts the other shards of a head plan only then, without a helper thread).
     """
     for stage in pipeline.stages:  # defence in depth: a Pipeline built by hand is checked too
         policy.check_stage(list(stage.argv))
     with corpus_folder(corpus) as folder:
-        return _run_in(pipeline, folder, timeout, max_output_bytes, stdout_sink, stderr_sink, limits, cancel)
-
-
-#: How often a cancellable run looks at its cancel event.
-_CANCEL_POLL_S = 0.02
+        return _run_in(pipeline, folder, timeout, max_output_bytes, stdout_sink, stderr_sink, limits, cancel,
+                       on_slow)
 
 
 def _run_in(pipeline: Pipeline, folder: Path, timeout: float, max_output_bytes: int | None,
             stdout_sink: BinaryIO | None, stderr_sink: BinaryIO | None, limits: Limits,
-            cancel: threading.Event | None = None) -> RunResult:
-    deadline = time.monotonic() + timeout
+            cancel: threading.Event | None = None,
+            on_slow: tuple[float, Callable[[], None]] | None = None) -> RunResult:
+    start = time.monotonic()
+    deadline = start + timeout
+    slow_at = start + on_slow[0] if on_slow is not None else math.inf
     out = bytearray()
     err = bytearray()
     sent = 0
@@ -248,6 +251,13 @@ def _run_in(pipeline: Pipeline, folder: Path, timeout: float, max_output_bytes: 
                         sink_closed = True
                         break
                     remaining = min(remaining, _CANCEL_POLL_S)
+                if on_slow is not None:
+                    now = time.monotonic()
+                    if now >= slow_at:
+                        on_slow[1]()
+                        on_slow, slow_at = None, math.inf
+                    else:
+                        remaining = min(remaining, slow_at - now)
                 for key, _ in selector.select(timeout=remaining):
                     chunk = os.read(key.fd, _CHUNK)
                     if not chunk:

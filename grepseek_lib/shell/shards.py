@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grepseek_lib.errors import UserError
+from grepseek_lib.pagecache import WRITE_BUFFER
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -92,7 +93,7 @@ class _ShardWriter:
 
     def _open(self, offset: int) -> None:
         index = len(self.records)
-        self._handle = open(self.out / (shard_name(index) + ".tmp"), "wb")
+        self._handle = open(self.out / (shard_name(index) + ".tmp"), "wb", buffering=WRITE_BUFFER)
         self.records.append({"file": shard_name(index), "byte_offset": offset, "newlines": 0,
                              "size": 0, "last_byte": b""})
 
