@@ -50,7 +50,7 @@ def taught(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf(taught):
-    return HFBackend(str(taught), device="cpu", batch_size=2)
+    return HFBackend(str(taught), device="cpu", batch_size=2, prefix_cache=False)  # the batched path
 
 
 def test_stop_helpers():

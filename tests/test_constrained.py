@@ -106,12 +106,32 @@ def test_without_constraints_the_same_model_fails(free):
 def test_each_row_is_independent_of_its_batch(tiny):
     """Left padding: a row decoded greedily alone or beside longer / shorter prompts gives the same turn."""
     convs = conversations(3)
-    batched = HFBackend(str(tiny), device="cpu", batch_size=3, constrain=True)
-    single = HFBackend(str(tiny), device="cpu", batch_size=1, constrain=True)
+    batched = HFBackend(str(tiny), device="cpu", batch_size=3, constrain=True, prefix_cache=False)
+    single = HFBackend(str(tiny), device="cpu", batch_size=1, constrain=True, prefix_cache=False)
     together = batched.generate(convs, max_new_tokens=320, temperature=0.0, stop=STOPS)
     alone = single.generate(convs, max_new_tokens=320, temperature=0.0, stop=STOPS)
     assert [g.text for g in together] == [g.text for g in alone]
     assert len({g.prompt_tokens for g in together}) == 3
+
+
+def test_the_system_prompt_cache_changes_nothing_but_speed(tiny):
+    """Every episode opens with the same system prompt: read once, its cache copied per prompt."""
+    convs = [initial_messages(q, 28_960) for q in QUESTIONS[:3]]
+    convs.append(convs[0] + [{"role": "assistant", "content": render_turn("look", command="rg -c x corpus.jsonl")},
+                             {"role": "tool", "content": '{"stdout": "3\\n"}'}])
+    plain = HFBackend(str(tiny), device="cpu", batch_size=4, constrain=True, prefix_cache=False)
+    cached = HFBackend(str(tiny), device="cpu", batch_size=4, constrain=True)  # CPU default: on
+    want = plain.generate(convs, max_new_tokens=48, temperature=0.0, stop=STOPS)
+    got = cached.generate(convs, max_new_tokens=48, temperature=0.0, stop=STOPS)
+    assert [g.text for g in got] == [g.text for g in want]
+    assert [g.prompt_tokens for g in got] == [g.prompt_tokens for g in want]
+    prefix = cached._prefix
+    assert prefix is not None and len(prefix[0]) > 300  # the system prompt, not just a few tokens
+    cached.generate(convs[:1], max_new_tokens=4, temperature=0.0, stop=STOPS)
+    assert cached._prefix is prefix  # reused, not recomputed
+    no_system = [c[1:] for c in convs[:2]]  # nothing to share: plain generation
+    assert [g.text for g in cached.generate(no_system, max_new_tokens=16, temperature=0.0)] == \
+        [g.text for g in plain.generate(no_system, max_new_tokens=16, temperature=0.0)]
 
 
 def test_budget_message_forces_an_answer(constrained):

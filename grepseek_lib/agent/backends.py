@@ -90,15 +90,26 @@ class _TailStop:
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
+def _inference_mode() -> Any:
+    import torch
+
+    return torch.inference_mode()
+
+
 class HFBackend:
     """transformers generation, batched with left padding; greedy when temperature is 0.
 
     `constrain=True` masks the logits with the protocol grammar (agent/constrained.py): every turn is then
     `<think>..</think>` + one valid action, and only an answer after the loop's budget message.
+
+    `prefix_cache` (default: on CPU): every episode starts with the same ~800-token system prompt, and on
+    a CPU reading it again is most of a turn's cost. Its key/value cache is computed once and each prompt
+    is generated alone on a copy of it, so only the question and the episode so far are read. On a GPU
+    batching wins, so there the default is off.
     """
 
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, device: str | None = None,
-                 batch_size: int = 8, dtype: Any = None, constrain: bool = False):
+                 batch_size: int = 8, dtype: Any = None, constrain: bool = False, prefix_cache: bool | None = None):
         if isinstance(model, str):
             from grepseek_lib.train.models import load_model_and_tokenizer
 
@@ -116,6 +127,8 @@ class HFBackend:
         self.constrain = bool(constrain)
         if tokenizer.pad_token_id is None:
             raise UserError("the tokenizer has no pad token; load it through train.models.load_model_and_tokenizer")
+        self.prefix_cache = (str(model.device).startswith("cpu")) if prefix_cache is None else bool(prefix_cache)
+        self._prefix: tuple[tuple[int, ...], Any] | None = None  # (token ids, their key/value cache)
 
     def render(self, conversation: list[dict]) -> str:
         """The prompt text the model sees: the conversation plus the opening of the next assistant turn."""
@@ -125,6 +138,9 @@ class HFBackend:
                  stop: list[str] | None = None) -> list[Generation]:
         prompts = [self.render(c) for c in conversations]
         answer_only = [self.constrain and wants_answer_only(c) for c in conversations]
+        if self.prefix_cache:
+            return [self._generate_on_prefix(c, p, max_new_tokens, temperature, list(stop or []), a)
+                    for c, p, a in zip(conversations, prompts, answer_only, strict=True)]
         lengths = [len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
         order = sorted(range(len(prompts)), key=lambda i: -lengths[i])  # similar lengths pad less
         results: list[Generation | None] = [None] * len(prompts)
@@ -136,8 +152,40 @@ class HFBackend:
                 results[i] = gen
         return results  # type: ignore[return-value]
 
+    def _system_cache(self, conversation: list[dict], ids: list[int]) -> tuple[int, Any] | None:
+        """(length, key/value cache) of the rendered system message if `ids` starts with it, else None."""
+        import torch
+
+        if not conversation or conversation[0].get("role") != "system":
+            return None
+        if self._prefix is None or tuple(ids[: len(self._prefix[0])]) != self._prefix[0]:
+            text = self.tokenizer.apply_chat_template(conversation[:1], tokenize=False)
+            head = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            # Keep only what the full prompt tokenizes identically, minus one token at the seam.
+            same = next((k for k, (a, b) in enumerate(zip(head, ids, strict=False)) if a != b), min(len(head), len(ids)))
+            if same - 1 < 16 or same - 1 >= len(ids):
+                return None
+            prefix = tuple(ids[: same - 1])
+            with torch.inference_mode():
+                out = self.model(input_ids=torch.tensor([prefix], device=self.model.device), use_cache=True)
+            self._prefix = (prefix, out.cache)
+        return len(self._prefix[0]), self._prefix[1]
+
+    def _generate_on_prefix(self, conversation: list[dict], prompt: str, max_new_tokens: int, temperature: float,
+                            stop: list[str], answer_only: bool) -> Generation:
+        """One prompt on a copy of the system prompt's cache (falls back to a plain run without one)."""
+        import copy
+
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        cached = self._system_cache(conversation, ids)
+        if cached is None:
+            return self._generate_batch([prompt], max_new_tokens, temperature, stop, [answer_only])[0]
+        with _inference_mode():
+            past = copy.deepcopy(cached[1])
+        return self._generate_batch([prompt], max_new_tokens, temperature, stop, [answer_only], past=past)[0]
+
     def _generate_batch(self, prompts: list[str], max_new_tokens: int, temperature: float,
-                        stop: list[str], answer_only: list[bool]) -> list[Generation]:
+                        stop: list[str], answer_only: list[bool], past: Any = None) -> list[Generation]:
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
@@ -146,6 +194,7 @@ class HFBackend:
         enc = tok(prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt")
         enc = enc.to(self.model.device)
         prompt_len = enc["input_ids"].shape[1]
+        extra: dict[str, Any] = {} if past is None else {"cache": past}
         sampling: dict[str, Any] = {"do_sample": False}
         if temperature > 0:
             sampling = {"do_sample": True, "temperature": float(temperature), "top_p": 1.0, "top_k": 0}
@@ -156,7 +205,7 @@ class HFBackend:
         with torch.inference_mode():
             out = self.model.generate(
                 **enc, max_new_tokens=max_new_tokens, stopping_criteria=criteria, logits_processor=processors,
-                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **sampling,
+                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **sampling, **extra,
             )
         latency = time.perf_counter() - start
         gens = []
