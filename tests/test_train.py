@@ -174,6 +174,28 @@ def test_grpo_real_steps_checkpoint_resume_and_save(world, tmp_path):
     load_model_and_tokenizer(str(out), device="cpu")
 
 
+def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
+    from collections import defaultdict
+
+    import torch
+    from trl import GRPOTrainer
+
+    from grepseek_lib.train.grpo import skipping_trainer_class
+
+    cls = skipping_trainer_class()
+    trainer = object.__new__(cls)  # only the attributes compute_loss reads
+    trainer.beta, trainer._metrics = 0.0, {"train": defaultdict(list)}
+    monkeypatch.setattr(GRPOTrainer, "compute_loss", lambda self, model, inputs, **kw: torch.tensor(7.0))
+    model = torch.nn.Linear(3, 2)
+    loss = trainer.compute_loss(model, {"advantages": torch.zeros(4)})
+    loss.backward()
+    assert float(loss) == 0.0 and all(float(p.grad.abs().sum()) == 0.0 for p in model.parameters())
+    assert float(trainer.compute_loss(model, {"advantages": torch.tensor([0.0, 0.5, -0.5, 0.0])})) == 7.0
+    trainer.beta = 0.04  # with a KL term a zero advantage still has a gradient: never skipped
+    assert float(trainer.compute_loss(model, {"advantages": torch.zeros(4)})) == 7.0
+    assert trainer.skipped_micro_batches == 1 and trainer._metrics["train"]["skipped_fraction"] == [1.0, 0.0, 0.0]
+
+
 def test_configs():
     cpu, gpu = load_config("cpu"), load_config("gpu")
     assert cpu.model == "smollm2" and cpu.grpo.use_vllm is False

@@ -107,12 +107,39 @@ def want_vllm(setting: str | bool) -> bool:
     return bool(setting)
 
 
+def skipping_trainer_class() -> type:
+    """GRPOTrainer that does not run the policy over a micro-batch whose advantages are all zero.
+
+    With beta = 0 (no KL) such a micro-batch has loss and gradient exactly 0: every rollout of a group got
+    the same reward, which early in training on a small model is most groups. The forward/backward over
+    thousands of tokens is then skipped; a zero loss still flows through every trainable weight, so the
+    optimizer sees the same zero gradient it would have computed.
+    """
+    from trl import GRPOTrainer
+
+    class SkippingGRPOTrainer(GRPOTrainer):
+        skipped_micro_batches = 0
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            advantages = inputs.get("advantages") if isinstance(inputs, dict) else None
+            skip = not return_outputs and self.beta == 0.0 and advantages is not None and \
+                not bool(advantages.ne(0).any())
+            self._metrics["train"]["skipped_fraction"].append(float(skip))  # logged as the step's mean
+            if skip:
+                self.skipped_micro_batches += 1
+                return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+
+    return SkippingGRPOTrainer
+
+
 def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path,
                   shards: Path | None = None, questions: Sequence[dict], lora: bool = False,
                   max_steps: int | None = None) -> tuple[Any, Any]:
     """The GRPOTrainer with the shell tool and the F1 x format reward; returns (trainer, tokenizer)."""
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from grepseek_lib.agent.loop import corpus_lines
     from grepseek_lib.shell.tool import ShellTool
@@ -150,7 +177,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         **checkpoint_args(settings, flags),
     )
     reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE)
-    trainer = GRPOTrainer(
+    trainer = skipping_trainer_class()(
         model=model,
         reward_funcs=[reward],
         args=args,
