@@ -174,6 +174,39 @@ def test_grpo_real_steps_checkpoint_resume_and_save(world, tmp_path):
     load_model_and_tokenizer(str(out), device="cpu")
 
 
+def test_informative_questions_put_reward_spread_first():
+    from grepseek_lib.train.grpo import informative_questions
+
+    probed = [{"id": "flat0", "probe_rewards": [0.0, 0.0]}, {"id": "flat1", "probe_rewards": [1.0, 1.0]},
+              {"id": "some", "probe_rewards": [0.0, 0.4]}, {"id": "wide", "probe_rewards": [1.0, 0.0]}]
+    assert [q["id"] for q in informative_questions(probed, 3)] == ["wide", "some", "flat1"]
+
+
+def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, monkeypatch):
+    from grepseek_lib.train import grpo
+
+    settings = dataclasses.replace(_grpo_settings(), probe_candidates=3, probe_samples=2, max_questions=2)
+    seen = []
+
+    def fake_probe(model_name, questions, settings, **kw):  # the real probe runs below with the tiny model
+        seen.append([q["id"] for q in questions])
+        return [{**q, "probe_rewards": [0.0, 0.0] if k != 1 else [0.0, 0.5]} for k, q in enumerate(questions)]
+
+    kw = dict(corpus=world["corpus"], shards=None, benchmarks_dir=world["bench"])
+    real = grpo.probe_questions(world["model"], grpo.load_questions(("hotpotqa_train",), world["bench"])[:1],
+                                dataclasses.replace(settings, max_turn_tokens=16), corpus=world["corpus"])
+    assert len(real) == 1 and len(real[0]["probe_rewards"]) == 2
+    monkeypatch.setattr(grpo, "probe_questions", fake_probe)
+    chosen = grpo.choose_questions(world["model"], tmp_path, settings, resume=False, **kw)
+    assert len(seen[0]) == 3 and len(chosen) == 2 and chosen[0]["id"] == seen[0][1]
+    assert json.loads((tmp_path / grpo.QUESTIONS_FILE).read_text()) == chosen
+    assert grpo.choose_questions(world["model"], tmp_path, settings, resume=True, **kw) == chosen
+    assert len(seen) == 1  # resumed: no second probe
+    plain = grpo.choose_questions(world["model"], tmp_path, dataclasses.replace(settings, probe_candidates=0),
+                                  resume=False, **kw)
+    assert len(plain) == 2 and "probe_rewards" not in plain[0]
+
+
 def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
     from collections import defaultdict
 

@@ -34,6 +34,9 @@ def register(subparsers) -> None:
     grpo.add_argument("--questions-per-step", type=int, default=None)
     grpo.add_argument("--num-generations", type=int, default=None, help="G, rollouts per question")
     grpo.add_argument("--max-questions", type=int, default=None)
+    grpo.add_argument("--probe-candidates", type=int, default=None,
+                      help="probe this many questions with the starting policy and train on those whose "
+                           "rewards differ (0: off)")
     grpo.set_defaults(func=grpo_command)
 
     check = sub.add_parser("format-check", help="format pass rate of agent episodes on held-out questions")
@@ -74,6 +77,10 @@ def _settings(args: argparse.Namespace, stage: str):
                          max_questions=args.max_questions)
     for key, value in overrides.items():
         _positive(f"--{key.replace('_', '-')}", value)
+    if stage == "grpo" and args.probe_candidates is not None:
+        if args.probe_candidates < 0:
+            raise UserError(f"--probe-candidates must be 0 or more, got {args.probe_candidates}")
+        overrides["probe_candidates"] = args.probe_candidates
     settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v is not None})
     _positive("--max-steps", args.max_steps)
     return cfg, settings

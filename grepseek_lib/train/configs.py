@@ -7,7 +7,9 @@ median at ~1.7k SmolLM2 tokens, p90 ~2.5k, max ~4.05k); longer ones would be dro
 GRPO: G=4 rollouts of 1 question a step, a 256-token turn cap (the cold-start turns reach ~260 tokens),
 1,536 completion tokens (turns plus tool observations, so a 3-call episode fits), over a pool of 3
 training questions for 9 steps: every third of the run sees the same questions, so the first-vs-last
-reward trend compares like with like. Rollouts are scored one per micro-batch (4 accumulated): with all 4
+reward trend compares like with like. The 3 are chosen by probing 12 candidates with 2 sampled episodes
+of the SFT policy each and keeping those whose rewards differ (a group with equal rewards has zero
+advantage: nothing to learn, and its backward pass is skipped). Rollouts are scored one per micro-batch (4 accumulated): with all 4
 in one forward/backward the process reached 22 GB (float32 activations, 49k-vocab logits) and was OOM-killed
 on a 23 GB machine. Observations keep the protocol's 2,048-token cap so the prompt is
 the one evaluation uses. Measured on 2 heavily shared cores (OMP_NUM_THREADS=1, load 4-6): 35-60 s per
@@ -79,6 +81,11 @@ class GRPOSettings:
     #: Rollouts scored per forward/backward micro-batch; questions_per_step * G must be a multiple of it.
     per_device_train_batch_size: int = 8
     max_questions: int | None = None
+    #: Before training, sample `probe_samples` agent episodes of the starting policy on this many candidate
+    #: questions and train on the `max_questions` whose rewards differ (0: no probe, the first ones).
+    #: A group whose rollouts all get the same reward has zero advantage and teaches nothing.
+    probe_candidates: int = 0
+    probe_samples: int = 2
     train_splits: tuple[str, ...] = config.TRAIN_SPLITS
     save_steps: int = 1
     save_total_limit: int = 2
@@ -123,7 +130,8 @@ def cpu_config() -> TrainConfig:
                         max_examples=None, save_steps=10),
         grpo=GRPOSettings(num_generations=4, questions_per_step=1, max_steps=9, learning_rate=2e-5,
                           max_completion_length=1536, max_turn_tokens=256, per_device_train_batch_size=1,
-                          max_questions=3, gradient_checkpointing=False, use_vllm=False),
+                          max_questions=3, probe_candidates=12, probe_samples=2,
+                          gradient_checkpointing=False, use_vllm=False),
     )
 
 

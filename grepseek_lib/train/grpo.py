@@ -69,6 +69,64 @@ def load_questions(splits: Sequence[str], benchmarks_dir: Path, *, limit: int | 
     return items[:limit] if limit else items
 
 
+QUESTIONS_FILE = "questions.json"
+
+
+def probe_questions(model_name: str, questions: Sequence[dict], settings: GRPOSettings, *, corpus: Path,
+                    shards: Path | None = None) -> list[dict]:
+    """Each question with the rewards of `settings.probe_samples` sampled agent episodes of `model_name`.
+
+    The real agent loop and tool, the GRPO temperature and turn cap, and the reward the trainer uses.
+    """
+    from grepseek_lib.agent.backends import HFBackend
+    from grepseek_lib.agent.loop import run_batch
+    from grepseek_lib.shell.tool import ShellTool
+    from grepseek_lib.train.reward import reward
+
+    backend = HFBackend(model_name)
+    tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s, max_obs_tokens=settings.max_obs_tokens,
+                     tokenizer=backend.tokenizer)
+    items = [q for q in questions for _ in range(settings.probe_samples)]
+    episodes = run_batch(items, backend, tool, max_tool_calls=settings.max_tool_calls,
+                         max_new_tokens=settings.max_turn_tokens, temperature=settings.temperature)
+    probed = []
+    for k, q in enumerate(questions):
+        mine = episodes[k * settings.probe_samples:(k + 1) * settings.probe_samples]
+        probed.append({**q, "probe_rewards": [reward(e.assistant_texts(), q["golds"],
+                                                     max_tool_calls=settings.max_tool_calls) for e in mine]})
+    return probed
+
+
+def informative_questions(probed: Sequence[dict], k: int) -> list[dict]:
+    """The k questions most worth a GRPO group: differing probe rewards first (widest spread), then any
+    reward at all, then the rest in their original order."""
+    def rank(item: tuple[int, dict]) -> tuple:
+        index, q = item
+        rewards = q["probe_rewards"]
+        return (-(max(rewards) - min(rewards)), -max(rewards), index)
+
+    return [q for _, q in sorted(enumerate(probed), key=rank)[:k]]
+
+
+def choose_questions(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path, shards: Path | None,
+                     benchmarks_dir: Path | None, resume: bool) -> list[dict]:
+    """The training questions, probed when configured; saved to OUT so a resumed run trains on the same ones."""
+    saved = Path(out) / QUESTIONS_FILE
+    if resume and saved.is_file():
+        return json.loads(saved.read_text(encoding="utf-8"))
+    pool = load_questions(settings.train_splits, benchmarks_dir or config.benchmarks_dir(), seed=settings.seed)
+    if settings.probe_candidates > 0:
+        candidates = pool[:settings.probe_candidates]
+        print(f"grepseek: probing {len(candidates)} questions x {settings.probe_samples} episodes of {model_name}")
+        chosen = informative_questions(probe_questions(model_name, candidates, settings, corpus=corpus,
+                                                       shards=shards), settings.max_questions or len(candidates))
+    else:
+        chosen = pool[:settings.max_questions] if settings.max_questions else pool
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(chosen, indent=1) + "\n", encoding="utf-8")
+    return chosen
+
+
 def shell_tool_function(tool: Any) -> Callable[[str], str]:
     """The `shell` tool trl calls: our ShellTool, its observation JSON as the tool message text."""
     from grepseek_lib.shell.tool import observation_text
@@ -205,9 +263,9 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
         for name in (METRICS_FILE, REWARD_PARTS_FILE):
             if (out / name).exists():
                 (out / name).unlink()
-    questions = load_questions(settings.train_splits, benchmarks_dir or config.benchmarks_dir(),
-                               limit=settings.max_questions, seed=settings.seed)
     start = time.time()
+    questions = choose_questions(model_name, out, settings, corpus=corpus, shards=shards,
+                                 benchmarks_dir=benchmarks_dir, resume=checkpoint is not None)
     trainer, tokenizer = build_trainer(model_name, out, settings, corpus=corpus, shards=shards,
                                        questions=questions, lora=lora, max_steps=max_steps)
     trainer.train(resume_from_checkpoint=checkpoint)
@@ -217,6 +275,7 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
                "steps": trainer.state.global_step, "wall_s": round(time.time() - start, 1),
                "lora": lora, "resumed_from": checkpoint, "corpus": str(corpus),
                "shards": str(shards) if shards else None, **reward_trend(steps),
+               "probe_rewards": {q["id"]: q["probe_rewards"] for q in questions if "probe_rewards" in q},
                "settings": {k: v for k, v in vars(settings).items()}}
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
     return summary
