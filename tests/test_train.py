@@ -172,6 +172,9 @@ def test_grpo_real_steps_checkpoint_resume_and_save(world, tmp_path):
     assert resumed["resumed_from"].endswith("checkpoint-1") and resumed["steps"] == 2
     assert [p["step"] for p in grpo.read_reward_parts(out / grpo.REWARD_PARTS_FILE)] == [1, 2]
     load_model_and_tokenizer(str(out), device="cpu")
+    again = grpo.run_grpo(world["model"], out, _grpo_settings(), max_steps=2, resume=True, **kw)
+    assert again["steps"] == 2  # a finished run resumed: no extra step
+    assert [p["step"] for p in grpo.read_reward_parts(out / grpo.REWARD_PARTS_FILE)] == [1, 2]
 
 
 def test_informative_questions_put_reward_spread_first():
