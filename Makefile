@@ -39,7 +39,7 @@ BENCH_CORPUS := data/scaled/corpus-1200mb.jsonl
 bench: setup
 	test -f data/miniwiki/corpus.jsonl || $(BIN)/grepseek data build
 	test -f $(BENCH_CORPUS) || $(BIN)/grepseek data scale --size-mb 1200 --out $(BENCH_CORPUS)
-	$(BIN)/grepseek bench engine --corpus $(BENCH_CORPUS) --shards 2 --repeats 5
+	$(BIN)/grepseek bench engine --corpus $(BENCH_CORPUS) --shards 2 --repeats 7
 
 clean-venv:
 	rm -rf $(VENV)
