@@ -190,7 +190,8 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
     core = frame[frame.kind.isin(["count", "filter"])]
     heads = frame[frame.kind == "head"]
     summary = {
-        "corpus": str(corpus), "corpus_bytes": manifest.size, "shards": shards, "repeats": repeats, "fast_repeats": fast_repeats,
+        "corpus": str(corpus), "corpus_bytes": manifest.size, "shards": shards, "repeats": repeats,
+        "fast_repeats": fast_repeats,
         "geomean_speedup_count_filter": _geomean(core.speedup),
         # Upper bound from shard 0 timed alone: sequential / (one shard's share with the other core idle).
         "geomean_ideal_count_filter": _geomean(core.sequential_s / core.shard0_alone_s),
@@ -219,7 +220,8 @@ def markdown_table(frame: Any, summary: dict[str, Any]) -> str:
 
     lines = [
         f"Corpus {summary['corpus']} ({summary['corpus_bytes'] / 1e6:.0f} MB), {summary['shards']} shards, "
-        f"median of {summary['repeats']} runs ({summary.get('fast_repeats', summary['repeats'])} for pipelines under {FAST_S * 1000:g} ms); GNU parallel: {summary['gnu_parallel']}; {summary['cpus']} CPUs, "
+        f"median of {summary['repeats']} runs ({summary.get('fast_repeats', summary['repeats'])} for pipelines "
+        f"under {FAST_S * 1000:g} ms); GNU parallel: {summary['gnu_parallel']}; {summary['cpus']} CPUs, "
         f"1-min load average {summary['load_avg_1min_start']} at start, {summary['load_avg_1min_end']} at end; "
         f"page cache: {summary.get('page_cache', 'as found')}.",
         "",
