@@ -129,9 +129,13 @@ def test_budget_after_five_tool_calls(tool):
     assert traj.stop_reason == "budget" and traj.answer is None
     assert traj.tool_calls == 5 and len(traj.turns) == 6
     assert traj.turns[-1].observation is None  # the sixth call never ran
-    budget = [m for m in traj.messages if m["role"] == "user"][1]
-    assert "5 tool calls" in budget["content"]
-    assert backend.seen[-1][-1] == budget  # the model was told before its last turn
+    from grepseek_lib.agent.prompt import budget_message, budget_noted
+
+    noted = [m for m in traj.messages if budget_noted(m)]
+    assert len(noted) == 1 and noted[0]["content"].endswith(budget_message(5))
+    assert [m["role"] for m in traj.messages].count("user") == 1  # the note rides in the 5th tool message
+    assert backend.seen[-1][-1] == noted[0]  # the model was told before its last turn
+    assert traj.turns[4].observation_text == noted[0]["content"]  # and the trajectory records it
 
 
 def test_answer_after_the_budget_counts(tool):

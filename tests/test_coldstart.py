@@ -175,6 +175,42 @@ def test_widening_after_empty_output(corpus, tool):
     assert hop is not None and [a.reason for a in hop.attempts][:1] == ["empty"] and hop.attempts[-1].reason == "ok"
 
 
+class _DetourTutor(OfflineTutor):
+    """Tries one real dead end on the last hop (its output lacks the answer) before the offline searches."""
+
+    def propose_command(self, ctx):
+        dead_end = "rg -F -w 'Hank Snow' corpus.jsonl | rg -w 'RCA' | head -n 3"
+        if ctx.index == 1 and not ctx.attempts:
+            return dead_end
+        return super().propose_command(ctx)
+
+
+def test_full_budget_trajectory_replays_dead_ends_counts_and_meets_the_budget_message(corpus, tool):
+    from grepseek_lib.agent.prompt import budget_message
+    from grepseek_lib.coldstart.export import to_messages
+
+    tutor, planner = _roles(corpus)
+    detour = _DetourTutor(tutor.passages)
+    short = process_question(_item(MUSIQUE), detour, planner, tool, probe_rate=0.0, fill_budget_rate=0.0)
+    assert short.accepted and sum(t.command is not None for t in short.turns) == 2
+    full = process_question(_item(MUSIQUE), detour, planner, tool, probe_rate=0.0, fill_budget_rate=1.0)
+    assert full.accepted, (full.stage, full.reason)
+    commands = [t.command for t in full.turns if t.command]
+    assert len(commands) == 5 and full.answer == "Tennessee"
+    assert commands.count("rg -F -w 'Hank Snow' corpus.jsonl | rg -w 'RCA' | head -n 3") == 1
+    assert sum(c.endswith("| wc -l") for c in commands) == 2  # a count before each hop's read
+    assert commands[-1] == [t.command for t in short.turns if t.command][-1]  # the verified read comes last
+    messages = to_messages(_item(MUSIQUE), full, 9)
+    assert [m["role"] for m in messages[2:]] == ["assistant", "tool"] * 5 + ["assistant"]
+    assert messages[-2]["content"].endswith("\n\n" + budget_message(5))  # the loop's note on the 5th call
+    assert "<answer>Tennessee</answer>" in messages[-1]["content"]
+    assert sum(budget_message(5) in m["content"] for m in messages) == 1
+    assert not any(budget_message(5) in m["content"] for m in to_messages(_item(MUSIQUE), short, 9))
+    # without a dead end the chain has only 2 reads + 2 counts: it cannot fill 5 calls and stays short
+    plain = process_question(_item(MUSIQUE), tutor, planner, tool, probe_rate=0.0, fill_budget_rate=1.0)
+    assert plain.accepted and sum(t.command is not None for t in plain.turns) == 2
+
+
 def _payload(tool, command):
     return tool(command)
 

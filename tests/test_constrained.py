@@ -16,7 +16,7 @@ from grepseek_lib.agent.constrained import (
     turn_regex,
     wants_answer_only,
 )
-from grepseek_lib.agent.prompt import budget_message, initial_messages
+from grepseek_lib.agent.prompt import budget_message, initial_messages, with_budget_note
 
 torch = pytest.importorskip("torch")
 
@@ -75,9 +75,15 @@ def test_regex_accepts_canonical_turns_and_rejects_broken_ones():
 def test_budget_message_means_answer_only():
     conv = initial_messages("q", 10)
     assert not wants_answer_only(conv)
-    assert wants_answer_only(conv + [{"role": "user", "content": budget_message(5)}])
-    assert not wants_answer_only(conv + [{"role": "user", "content": budget_message(5) + " please"}])
-    assert not wants_answer_only(conv + [{"role": "tool", "content": budget_message(5)}])
+    observation = '{"command":"rg x corpus.jsonl","stdout":"","stderr":"","exit_code":1}'
+    assert wants_answer_only(conv + [{"role": "tool", "content": with_budget_note(observation, 5)}])
+    assert wants_answer_only(conv + [{"role": "tool", "content": with_budget_note(observation, 3)}])
+    assert not wants_answer_only(conv + [{"role": "tool", "content": with_budget_note(observation, 5) + " please"}])
+    assert not wants_answer_only(conv + [{"role": "user", "content": with_budget_note(observation, 5)}])
+    assert not wants_answer_only(conv + [{"role": "tool", "content": observation}])
+    # a corpus line quoting the note sits inside the JSON, so the observation does not END with it
+    quoting = '{"command":"rg x","stdout":"' + budget_message(5) + '\\n","stderr":"","exit_code":0}'
+    assert not wants_answer_only(conv + [{"role": "tool", "content": quoting}])
 
 
 @pytest.mark.parametrize(("temperature", "seeds"), [(0.0, 1), (0.8, 2), (1.6, 3)])
@@ -135,7 +141,7 @@ def test_the_system_prompt_cache_changes_nothing_but_speed(tiny):
 
 
 def test_budget_message_forces_an_answer(constrained):
-    convs = [c + [{"role": "user", "content": budget_message(5)}] for c in conversations(4)]
+    convs = [c + [{"role": "tool", "content": with_budget_note('{"stdout":"Paris\\n"}', 5)}] for c in conversations(4)]
     for seed in range(2):
         torch.manual_seed(seed)
         for gen in constrained.generate(convs, max_new_tokens=320, temperature=1.5, stop=STOPS):

@@ -160,6 +160,57 @@ def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypat
     assert 0.0 < parts[0]["reward"] < 1.0  # some rollouts answered right, some wrong
 
 
+def test_grpo_rollout_gets_the_loops_budget_note_on_its_last_call(world, tmp_path, monkeypatch):
+    """Rollouts that spend the budget see the same note as the agent loop, once, and may then answer."""
+    from grepseek_lib.agent.prompt import budget_message
+    from grepseek_lib.train import grpo
+
+    settings = _grpo_settings(max_tool_calls=2, max_completion_length=600, max_obs_tokens=32)
+    questions = grpo.load_questions(settings.train_splits, world["bench"])
+    trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
+                                            questions=questions)
+    call = render_turn("Search.", command="rg -F 'Moses' corpus.jsonl | head -n 1")
+
+    def scripted(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        texts = []
+        for ids in prompt_ids:
+            calls = tokenizer.decode(ids).rsplit("Query:", 1)[-1].count("<tool_response>")
+            texts.append(render_turn("Done.", answer="Aaron") if calls >= 2 else call)
+        return [tokenizer.encode(t + "<|im_end|>", add_special_tokens=False) for t in texts], None
+
+    captured = {}
+    real_loop = trainer._tool_call_loop
+
+    def spy(*args):
+        result = real_loop(*args)
+        captured["mask"], captured["ids"] = result[0], result[2]
+        return result
+
+    monkeypatch.setattr(trainer, "_generate_single_turn", scripted)
+    monkeypatch.setattr(trainer, "_tool_call_loop", spy)
+    trainer.train()
+    for mask, ids in zip(captured["mask"], captured["ids"], strict=True):
+        hidden = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+        trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+        assert hidden.count("<tool_response>") == 2 and hidden.count(budget_message(2)) == 1
+        assert hidden.index(budget_message(2)) > hidden.rindex("<tool_response>")  # on the last call only
+        assert trained.endswith("<answer>Aaron</answer><|im_end|>")
+    parts = grpo.read_reward_parts(tmp_path / "g" / grpo.REWARD_PARTS_FILE)
+    assert parts[0]["tool_calls"] == 2.0 and parts[0]["answer_rate"] == 1.0
+
+
+def test_shell_environment_counts_calls_per_rollout(world):
+    from grepseek_lib.agent.prompt import budget_message
+    from grepseek_lib.train.grpo import ShellEnvironment
+
+    env = ShellEnvironment(ShellTool(world["corpus"], timeout=10), max_tool_calls=2)
+    first, second = env.shell("wc -l corpus.jsonl"), env.shell("rg -c -F Paris corpus.jsonl")
+    assert budget_message(2) not in first and second.endswith("\n\n" + budget_message(2))
+    assert json.loads(second.split("\n\n")[0])["stdout"] == "1\n"
+    env.reset(prompt=[], golds=["x"], id="0")
+    assert budget_message(2) not in env.shell("wc -l corpus.jsonl")  # a new rollout starts from zero
+
+
 def test_grpo_real_steps_checkpoint_resume_and_save(world, tmp_path):
     from grepseek_lib.train import grpo
     from grepseek_lib.train.models import load_model_and_tokenizer

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grepseek_lib.agent.actions import render_turn
-from grepseek_lib.agent.prompt import budget_message
+from grepseek_lib.agent.prompt import budget_noted
 
 #: Token caps of the free pieces: long enough for a useful thought, command and short answer, short
 #: enough that a rambling model still reaches its action inside the turn budget.
@@ -103,15 +103,8 @@ def _regex_literal(text: str) -> str:
 
 
 def wants_answer_only(conversation: list[dict]) -> bool:
-    """True when the last message is the loop's budget message: the protocol then allows only an answer."""
-    if not conversation:
-        return False
-    last = conversation[-1]
-    content = last.get("content")
-    if last.get("role") != "user" or not isinstance(content, str):
-        return False
-    match = re.search(r"\d+", content)
-    return match is not None and content == budget_message(int(match.group()))
+    """True when the last message carries the loop's budget note: the protocol then allows only an answer."""
+    return bool(conversation) and budget_noted(conversation[-1])
 
 
 # ----- token tables ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import parse_action
-from grepseek_lib.agent.prompt import budget_message, format_error_message, initial_messages
+from grepseek_lib.agent.prompt import format_error_message, initial_messages, with_budget_note
 from grepseek_lib.agent.trajectory import Trajectory, Turn
 
 #: Generation stops after the first action; the parser accepts the text with or without the stop string.
@@ -151,12 +151,12 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
         for (ep, turn), (payload, seconds) in zip(tool_work, results, strict=True):
             turn.observation, turn.tool_s = payload, seconds
             turn.observation_text = observation_text(payload)
-            ep.messages.append({"role": "tool", "content": turn.observation_text})
             ep.tool_calls += 1
             ep.errors_in_row = 0
             if ep.tool_calls >= max_tool_calls:
                 ep.budget_spent = True
-                ep.messages.append({"role": "user", "content": budget_message(max_tool_calls)})
+                turn.observation_text = with_budget_note(turn.observation_text, max_tool_calls)
+            ep.messages.append({"role": "tool", "content": turn.observation_text})
 
         for ep in active:
             turn = ep.traj.turns[-1]
@@ -170,7 +170,7 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
 def _next_prompt_tokens(ep: _Episode, turn: Turn, count_tokens: Callable[[str], int]) -> int:
     """Estimate the next prompt's length: the last prompt + its completion + the messages added since."""
     if turn.prompt_tokens:
-        added = ep.messages[-3:] if ep.budget_spent and turn.action.kind == "tool" else ep.messages[-2:]
+        added = ep.messages[-2:]
         base = turn.prompt_tokens + turn.completion_tokens
         return base + sum(count_tokens(m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in added[1:])
     return sum(count_tokens(m["content"]) + _TEMPLATE_TOKENS_PER_MESSAGE for m in ep.messages)

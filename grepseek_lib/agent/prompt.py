@@ -11,6 +11,7 @@ the same functions as real turns and tool replies, so it shows the exact format 
 from __future__ import annotations
 
 import json
+import re
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import render_tool_call, render_turn
@@ -110,6 +111,24 @@ def format_error_message(error: str) -> str:
 
 
 def budget_message(max_tool_calls: int) -> str:
-    """Sent once the tool budget is spent: the next reply must be the answer."""
+    """The note that the tool budget is spent: the next reply must be the answer."""
     return (f"You have used all {max_tool_calls} tool calls. Reply now with <think>...</think> and "
             "<answer>short answer</answer>, using what you have found.")
+
+
+def with_budget_note(observation: str, max_tool_calls: int) -> str:
+    """The last allowed call's tool message: its observation, then the budget note.
+
+    The note rides inside the tool message, not in a turn of its own, so that every runner renders it the
+    same way: our loop, the cold-start data, and trl's tool loop in GRPO (which only ever adds tool messages).
+    """
+    return f"{observation}\n\n{budget_message(max_tool_calls)}"
+
+
+def budget_noted(message: dict) -> bool:
+    """True for a tool message that ends with the budget note (a JSON observation never ends that way)."""
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, str):
+        return False
+    match = re.search(r"You have used all (\d+) tool calls\. Reply now", content)
+    return match is not None and content.endswith("\n\n" + budget_message(int(match.group(1))))

@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import format_gate, render_turn
-from grepseek_lib.coldstart.chain import MAX_ATTEMPTS, PROBE_RATE, ToolFn, Turn, assemble, backward_chain
+from grepseek_lib.coldstart.chain import (
+    MAX_ATTEMPTS,
+    PROBE_RATE,
+    ChainResult,
+    ToolFn,
+    Turn,
+    assemble,
+    backward_chain,
+    can_fill_budget,
+)
 from grepseek_lib.coldstart.roles import Item, Planner, TeacherError, Tutor
 from grepseek_lib.coldstart.verify import command_patterns, contains, is_yes_no, output_passages, words
 from grepseek_lib.eval.metrics import f1
@@ -22,6 +31,9 @@ from grepseek_lib.shell.types import Refused
 _QUOTED = re.compile(r'"[^"]*"')
 #: Pipeline stages in order; a rejection names the stage it happened at.
 STAGES = ("decompose", "chain", "assemble", "coherence", "accept")
+#: Share of questions whose trajectory spends the whole tool budget when the chain allows it (see
+#: `chain.assemble(fill_budget=...)`); the rest keep the shortest verified path.
+FILL_BUDGET_RATE = 1.0
 
 
 @dataclass
@@ -90,8 +102,12 @@ def coherence(item: Item, turns: list[Turn], facts: list[str], evidence_ids: set
 
 def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *, seed: int = 0,
                      max_attempts: int = MAX_ATTEMPTS, probe_rate: float = PROBE_RATE,
-                     max_tool_calls: int = config.MAX_TOOL_CALLS) -> Outcome:
-    """Decompose, chain, assemble, check, accept: one question, deterministic for a (seed, id)."""
+                     max_tool_calls: int = config.MAX_TOOL_CALLS,
+                     fill_budget_rate: float = FILL_BUDGET_RATE) -> Outcome:
+    """Decompose, chain, assemble, check, accept: one question, deterministic for a (seed, id).
+
+    With probability `fill_budget_rate` (and when the chain has enough real commands) the trajectory is
+    first assembled to spend the whole budget; if that one fails coherence the short one is used."""
     rng = random.Random(f"{seed}:{item.id}")
     try:
         plans = tutor.decompose(item)
@@ -112,9 +128,15 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
             break
     else:
         return Outcome(False, "chain", reason, commands_run=commands_run, plans_tried=len(plans), log=log)
+    facts = [hop.answer for hop in chain.plan[:-1]] + list(item.golds)
+    evidence = chain.hops[len(chain.plan) - 1].verdict.passage or {}
+    evidence_ids = {evidence.get("id")} - {"", None}
     try:
-        turns = assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate,
-                         max_tool_calls=max_tool_calls)
+        turns, fill = None, random.Random(f"{seed}:{item.id}:fill")  # own stream: short paths stay as they were
+        if fill.random() < fill_budget_rate and can_fill_budget(chain, max_tool_calls):
+            turns = _full_budget_turns(item, chain, tutor, planner, tool, fill, facts, evidence_ids, max_tool_calls)
+        turns = turns or assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate,
+                                  max_tool_calls=max_tool_calls)
     except TeacherError as exc:
         return Outcome(False, "assemble", f"teacher:{exc}"[:200], commands_run=commands_run, plans_tried=tried)
     answer = turns[-1].answer or ""
@@ -123,12 +145,22 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
                        plans_tried=tried, log=log)
     common = dict(turns=turns, answer=answer, hops=len(chain.plan), commands_run=commands_run, plans_tried=tried,
                   log=log)
-    facts = [hop.answer for hop in chain.plan[:-1]] + list(item.golds) + [answer]
-    evidence = chain.hops[len(chain.plan) - 1].verdict.passage or {}
-    why = coherence(item, turns, facts, {evidence.get("id")} - {"", None}, max_tool_calls)
+    why = coherence(item, turns, [*facts, answer], evidence_ids, max_tool_calls)
     if why:
         return Outcome(False, "coherence", why, **common)
     score = f1(answer, item.golds)
     if score <= 0:
         return Outcome(False, "accept", "f1_zero", f1=score, **common)
     return Outcome(True, "accept", "ok", f1=score, **common)
+
+
+def _full_budget_turns(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn,
+                       rng: random.Random, facts: list[str], evidence_ids: set[str],
+                       max_tool_calls: int) -> list[Turn] | None:
+    """The trajectory that spends every tool call, or None when it falls short or is not coherent."""
+    turns = assemble(item, chain, tutor, planner, tool, rng, max_tool_calls=max_tool_calls, fill_budget=True)
+    answer = turns[-1].answer or ""
+    if sum(t.command is not None for t in turns) != max_tool_calls or not answer.strip() \
+            or f1(answer, item.golds) <= 0:
+        return None
+    return None if coherence(item, turns, [*facts, answer], evidence_ids, max_tool_calls) else turns

@@ -116,10 +116,32 @@ def _verify_hop(ctx: StepContext, tutor: Tutor, tool: ToolFn, max_attempts: int,
     return None
 
 
+def detours(chain: ChainResult, index: int) -> list[str]:
+    """Commands of hop `index` that ran during the chain but did not verify (empty output, no answer form,
+    judged off-topic), in the order they were tried: real dead ends a searcher meets before the hit."""
+    hop = chain.hops[index]
+    return list(dict.fromkeys(a.command for a in hop.attempts
+                              if a.reason not in ("ok", "leak", "refused") and a.command != hop.command))
+
+
+def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CALLS) -> bool:
+    """Whether the chain has enough real commands (dead ends + a count per hop) to spend the whole budget."""
+    from grepseek_lib.coldstart.offline import count_command
+
+    extra = sum(len(detours(chain, i)) + bool(count_command(chain.hops[i].command)) for i in chain.hops)
+    return len(chain.plan) + extra >= max_tool_calls
+
+
 def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn, rng: random.Random,
-             *, probe_rate: float = PROBE_RATE, max_tool_calls: int = config.MAX_TOOL_CALLS) -> list[Turn]:
+             *, probe_rate: float = PROBE_RATE, max_tool_calls: int = config.MAX_TOOL_CALLS,
+             fill_budget: bool = False) -> list[Turn]:
     """The trajectory in forward order: per hop an optional count, then the verified command; then the
-    answer written by the Planner from the trace."""
+    answer written by the Planner from the trace.
+
+    `fill_budget` spends every spare tool call: each hop first replays its dead ends, then counts, then
+    reads. Such a trajectory meets the budget message and answers after it, a turn the agent must know
+    (a policy that loops on one command reaches it) but that 1-3 call trajectories never show.
+    """
     from grepseek_lib.coldstart.offline import count_command
 
     turns: list[Turn] = []
@@ -131,8 +153,17 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
         if index and evidence and evidence in _printed_ids(history[-1]):
             break  # an earlier hop already printed the answer's evidence: answer now, never search on
         verified = chain.hops[index]
+        for command in detours(chain, index) if fill_budget else []:
+            if spare <= 0:
+                break
+            spare -= 1
+            draft = planner.draft(item, history, rng)
+            think = tutor.edit(item, draft, command, history, hop, rng)
+            payload = tool(command)
+            turns.append(Turn(think, command, payload))
+            history.append(Observed(command, payload))
         probe = count_command(verified.command)
-        if probe and spare > 0 and rng.random() < probe_rate:
+        if probe and spare > 0 and (fill_budget or rng.random() < probe_rate):
             spare -= 1
             draft = planner.draft(item, history, rng)
             think = tutor.edit(item, draft, probe, history, hop, rng)
@@ -152,4 +183,5 @@ def _printed_ids(observed: Observed) -> set[str]:
     return {p["id"] for p in output_passages(observed.payload.get("stdout") or "")} - {""}
 
 
-__all__ = ["ChainResult", "TeacherError", "Turn", "VerifiedHop", "assemble", "backward_chain"]
+__all__ = ["ChainResult", "TeacherError", "Turn", "VerifiedHop", "assemble", "backward_chain", "can_fill_budget",
+           "detours"]

@@ -14,8 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from grepseek_lib import config
 from grepseek_lib.agent.actions import render_turn
-from grepseek_lib.agent.prompt import initial_messages
+from grepseek_lib.agent.prompt import initial_messages, with_budget_note
 from grepseek_lib.coldstart.accept import STAGES, Outcome
 from grepseek_lib.coldstart.roles import Item
 
@@ -23,15 +24,21 @@ RECORDS = "records.jsonl"
 DATASET_FIELDS = ("id", "source", "question", "golds", "n_tool_calls", "messages")
 
 
-def to_messages(item: Item, outcome: Outcome, n_lines: int) -> list[dict]:
-    """The conversation exactly as the agent sees it at inference: same prompt, renderer and payload text."""
+def to_messages(item: Item, outcome: Outcome, n_lines: int,
+                max_tool_calls: int = config.MAX_TOOL_CALLS) -> list[dict]:
+    """The conversation exactly as the agent sees it at inference: same prompt, renderer and payload text,
+    and the loop's budget note on the last allowed tool call."""
     from grepseek_lib.shell.tool import observation_text
 
     messages = initial_messages(item.question, n_lines)
+    calls = 0
     for turn in outcome.turns:
         messages.append({"role": "assistant", "content": render_turn(turn.think, turn.command, turn.answer)})
         if turn.command is not None:
-            messages.append({"role": "tool", "content": observation_text(turn.payload)})
+            calls += 1
+            text = observation_text(turn.payload)
+            messages.append({"role": "tool", "content": with_budget_note(text, max_tool_calls)
+                             if calls == max_tool_calls else text})
     return messages
 
 

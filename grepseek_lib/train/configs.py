@@ -2,8 +2,9 @@
 
 `cpu`: SmolLM2-135M on mini-wiki training questions, full fine-tune in float32.
 SFT: batch 1, lr 1e-4 constant (a 135M model moves too little at 5e-6 in a few dozen steps), 1 epoch over
-every cold-start trajectory: max_length 4,096 keeps all of them (the ~830-token system prompt puts the
-median at ~1.7k SmolLM2 tokens, p90 ~2.5k, max ~4.05k); longer ones would be dropped, never cut.
+every cold-start trajectory: max_length 6,144 keeps all of them (the ~830-token system prompt puts the
+median at ~1.7k SmolLM2 tokens, p90 ~2.9k, max ~5.6k for a trajectory that spends all 5 tool calls);
+longer ones would be dropped, never cut.
 GRPO: G=4 rollouts of 1 question a step, a 256-token turn cap (the cold-start turns reach ~260 tokens),
 1,536 completion tokens (turns plus tool observations, so a 3-call episode fits), over a pool of 3
 training questions for 9 steps: every third of the run sees the same questions, so the first-vs-last
@@ -126,7 +127,7 @@ def cpu_config() -> TrainConfig:
     return TrainConfig(
         name="cpu", model="smollm2",
         sft=SFTSettings(learning_rate=1e-4, lr_scheduler_type="constant", warmup_ratio=0.0,
-                        per_device_train_batch_size=1, gradient_accumulation_steps=1, max_length=4096,
+                        per_device_train_batch_size=1, gradient_accumulation_steps=1, max_length=6144,
                         max_examples=None, save_steps=10),
         grpo=GRPOSettings(num_generations=4, questions_per_step=1, max_steps=9, learning_rate=2e-5,
                           max_completion_length=1536, max_turn_tokens=256, per_device_train_batch_size=1,

@@ -1,9 +1,9 @@
 """Stage-2b: GRPO with multi-turn shell rollouts, using trl's own tool loop.
 
 How trl 1.16's GRPOTrainer runs tools (read from its source) and how we wire it:
-- `tools=[shell]`: after each generated turn trl parses the text with `tokenizer.parse_response` (our
-  chat template module installs a `response_template` that reads `<tool_call>{json}</tool_call>`), calls
-  `shell(**arguments)`, renders the result as a tool message through the chat template (our template: a user
+- the `shell` tool (a `ShellEnvironment` method): after each generated turn trl parses the text with
+  `tokenizer.parse_response` (our chat template module installs a `response_template` that reads
+  `<tool_call>{json}</tool_call>`), calls `shell(**arguments)`, renders the result as a tool message through the chat template (our template: a user
   turn of `<tool_response>` blocks) and generates again, up to `max_tool_calling_iterations` (= our budget of
   5 tool calls). A turn with no parsable tool call ends the rollout. Token ids are concatenated, never
   re-rendered, so the policy is trained on exactly the tokens it produced.
@@ -17,17 +17,21 @@ How trl 1.16's GRPOTrainer runs tools (read from its source) and how we wire it:
   `use_vllm` only with CUDA + vllm installed; otherwise `model.generate`.
 - Checkpoints: `save_steps=1` (an interrupted run loses at most one step); `--resume` picks the last one.
 
-Protocol differences from agent/loop.py, all reward-neutral: a malformed action ends the rollout at once
-(the loop grants one format-error retry, but the gate pays 0 for any invalid call anyway), and no budget
-message follows the 5th call (a 6th call simply ends the rollout unanswered, reward 0).
+- The tool is a `ShellEnvironment` per rollout (`environment_factory`), so the 5th observation carries the same
+  budget note as in the agent loop and the cold-start data.
+
+Protocol difference from agent/loop.py, reward-neutral: a malformed action ends the rollout at once (the
+loop grants one format-error retry, but the gate pays 0 for any invalid call anyway); a 6th call after the
+budget note ends the rollout unanswered (reward 0), as the loop would.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,19 +131,33 @@ def choose_questions(model_name: str, out: Path, settings: GRPOSettings, *, corp
     return chosen
 
 
-def shell_tool_function(tool: Any) -> Callable[[str], str]:
-    """The `shell` tool trl calls: our ShellTool, its observation JSON as the tool message text."""
-    from grepseek_lib.shell.tool import observation_text
+class ShellEnvironment:
+    """One rollout's shell for trl's `environment_factory`: our ShellTool and observation text, and the
+    agent loop's budget note on the last allowed call (an instance per rollout, so it can count calls).
 
-    def shell(command: str) -> str:
+    Its one public method is the tool trl exposes; `reset` starts a new rollout.
+    """
+
+    def __init__(self, tool: Any, max_tool_calls: int):
+        self._tool = tool
+        self._max_tool_calls = max_tool_calls
+        self._calls = 0
+
+    def reset(self, **_row: Any) -> None:
+        self._calls = 0
+
+    def shell(self, command: str) -> str:
         """Run one read-only shell pipeline over corpus.jsonl and return its JSON observation.
 
         Args:
             command: One pipeline of allowed programs (rg, grep, head, ...) joined with |.
         """
-        return observation_text(tool(command))
+        from grepseek_lib.agent.prompt import with_budget_note
+        from grepseek_lib.shell.tool import observation_text
 
-    return shell
+        self._calls += 1
+        text = observation_text(self._tool(command))
+        return with_budget_note(text, self._max_tool_calls) if self._calls == self._max_tool_calls else text
 
 
 def prompt_rows(questions: Sequence[dict], n_lines: int, settings: GRPOSettings) -> list[dict]:
@@ -234,6 +252,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         remove_unused_columns=False,
         **checkpoint_args(settings, flags),
     )
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is marked experimental in trl
     reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE)
     trainer = skipping_trainer_class()(
         model=model,
@@ -242,7 +261,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=lora_config(settings) if lora else None,
-        tools=[shell_tool_function(tool)],
+        environment_factory=lambda: ShellEnvironment(tool, settings.max_tool_calls),
         callbacks=[metrics_logger(out / METRICS_FILE)],
     )
     return trainer, tokenizer
