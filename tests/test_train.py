@@ -250,6 +250,12 @@ def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, mo
     real = grpo.probe_questions(world["model"], grpo.load_questions(("hotpotqa_train",), world["bench"])[:1],
                                 dataclasses.replace(settings, max_turn_tokens=16), corpus=world["corpus"])
     assert len(real) == 1 and len(real[0]["probe_rewards"]) == 2
+    from grepseek_lib.train.sft import load_trainable
+
+    model, tokenizer, _ = load_trainable(world["model"])  # the trainer's own model: probed, left in train mode
+    again = grpo.probe_questions((model, tokenizer), [real[0]], dataclasses.replace(settings, max_turn_tokens=16),
+                                 corpus=world["corpus"])
+    assert len(again[0]["probe_rewards"]) == 2 and model.training
     monkeypatch.setattr(grpo, "probe_questions", fake_probe)
     chosen = grpo.choose_questions(world["model"], tmp_path, settings, resume=False, **kw)
     assert len(seen[0]) == 3 and len(chosen) == 2 and chosen[0]["id"] == seen[0][1]

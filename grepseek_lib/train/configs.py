@@ -6,7 +6,8 @@ every cold-start trajectory: max_length 6,144 keeps all of them (the ~830-token 
 median at ~1.7k SmolLM2 tokens, p90 ~2.9k, max ~5.6k for a trajectory that spends all 5 tool calls);
 longer ones would be dropped, never cut.
 GRPO: G=4 rollouts of 1 question a step, a 256-token turn cap (the cold-start turns reach ~260 tokens),
-1,536 completion tokens (turns plus tool observations, so a 3-call episode fits), over a pool of 3
+3,072 completion tokens (turns plus tool observations: most cold-start trajectories that spend all 5
+calls fit; a rollout whose next observation would not fit ends unanswered, reward 0), over a pool of 3
 training questions for 9 steps: every third of the run sees the same questions, so the first-vs-last
 reward trend compares like with like. The 3 are chosen by probing 12 candidates with 2 sampled episodes
 of the SFT policy each and keeping those whose rewards differ (a group with equal rewards has zero
@@ -38,7 +39,22 @@ from grepseek_lib.errors import UserError
 
 
 @dataclass
-class SFTSettings:
+class RunSettings:
+    """What both stages share: checkpoints, logging, LoRA, seed."""
+
+    save_steps: int = 1
+    save_total_limit: int = 2
+    logging_steps: int = 1
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    gradient_checkpointing: bool = False
+    seed: int = 0
+
+
+@dataclass
+class SFTSettings(RunSettings):
     learning_rate: float = 5e-6
     num_train_epochs: float = 1.0
     per_device_train_batch_size: int = 1
@@ -51,18 +67,10 @@ class SFTSettings:
     lr_scheduler_type: str = "cosine"
     weight_decay: float = 0.0
     save_steps: int = 50
-    save_total_limit: int = 2
-    logging_steps: int = 1
-    lora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    gradient_checkpointing: bool = False
-    seed: int = 0
 
 
 @dataclass
-class GRPOSettings:
+class GRPOSettings(RunSettings):
     num_generations: int = 5  # G, rollouts per question
     questions_per_step: int = 256
     max_steps: int = 200
@@ -88,17 +96,9 @@ class GRPOSettings:
     probe_candidates: int = 0
     probe_samples: int = 2
     train_splits: tuple[str, ...] = config.TRAIN_SPLITS
-    save_steps: int = 1
-    save_total_limit: int = 2
-    logging_steps: int = 1
-    lora: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
     gradient_checkpointing: bool = True
     #: "auto": trl's vLLM generation only when CUDA and the vllm package are both present.
     use_vllm: str | bool = "auto"
-    seed: int = 0
 
     @property
     def rollouts_per_step(self) -> int:
@@ -130,7 +130,7 @@ def cpu_config() -> TrainConfig:
                         per_device_train_batch_size=1, gradient_accumulation_steps=1, max_length=6144,
                         max_examples=None, save_steps=10),
         grpo=GRPOSettings(num_generations=4, questions_per_step=1, max_steps=9, learning_rate=2e-5,
-                          max_completion_length=1536, max_turn_tokens=256, per_device_train_batch_size=1,
+                          max_completion_length=3072, max_turn_tokens=256, per_device_train_batch_size=1,
                           max_questions=3, probe_candidates=12, probe_samples=2,
                           gradient_checkpointing=False, use_vllm=False),
     )

@@ -76,9 +76,10 @@ def load_questions(splits: Sequence[str], benchmarks_dir: Path, *, limit: int | 
 QUESTIONS_FILE = "questions.json"
 
 
-def probe_questions(model_name: str, questions: Sequence[dict], settings: GRPOSettings, *, corpus: Path,
-                    shards: Path | None = None) -> list[dict]:
-    """Each question with the rewards of `settings.probe_samples` sampled agent episodes of `model_name`.
+def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], settings: GRPOSettings, *,
+                    corpus: Path, shards: Path | None = None) -> list[dict]:
+    """Each question with the rewards of `settings.probe_samples` sampled agent episodes of the policy (a model
+    name, or the `(model, tokenizer)` the trainer will train, so it is loaded once).
 
     The real agent loop and tool, the GRPO temperature and turn cap, and the reward the trainer uses.
     """
@@ -87,12 +88,20 @@ def probe_questions(model_name: str, questions: Sequence[dict], settings: GRPOSe
     from grepseek_lib.shell.tool import ShellTool
     from grepseek_lib.train.reward import reward
 
-    backend = HFBackend(model_name)
-    tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s, max_obs_tokens=settings.max_obs_tokens,
-                     tokenizer=backend.tokenizer)
-    items = [q for q in questions for _ in range(settings.probe_samples)]
-    episodes = run_batch(items, backend, tool, max_tool_calls=settings.max_tool_calls,
-                         max_new_tokens=settings.max_turn_tokens, temperature=settings.temperature)
+    model, tokenizer = policy if isinstance(policy, tuple) else (policy, None)
+    training = bool(getattr(model, "training", False))
+    if training:
+        model.eval()
+    try:
+        backend = HFBackend(model, tokenizer=tokenizer)
+        tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
+                         max_obs_tokens=settings.max_obs_tokens, tokenizer=backend.tokenizer)
+        items = [q for q in questions for _ in range(settings.probe_samples)]
+        episodes = run_batch(items, backend, tool, max_tool_calls=settings.max_tool_calls,
+                             max_new_tokens=settings.max_turn_tokens, temperature=settings.temperature)
+    finally:
+        if training:
+            model.train()
     probed = []
     for k, q in enumerate(questions):
         mine = episodes[k * settings.probe_samples:(k + 1) * settings.probe_samples]
@@ -112,18 +121,19 @@ def informative_questions(probed: Sequence[dict], k: int) -> list[dict]:
     return [q for _, q in sorted(enumerate(probed), key=rank)[:k]]
 
 
-def choose_questions(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path, shards: Path | None,
-                     benchmarks_dir: Path | None, resume: bool) -> list[dict]:
-    """The training questions, probed when configured; saved to OUT so a resumed run trains on the same ones."""
+def choose_questions(policy: str | tuple[Any, Any], out: Path, settings: GRPOSettings, *, corpus: Path,
+                     shards: Path | None, benchmarks_dir: Path | None, resume: bool) -> list[dict]:
+    """The training questions, probed with `policy` (see `probe_questions`) when configured; saved to OUT so
+    a resumed run trains on the same ones."""
     saved = Path(out) / QUESTIONS_FILE
     if resume and saved.is_file():
         return json.loads(saved.read_text(encoding="utf-8"))
     pool = load_questions(settings.train_splits, benchmarks_dir or config.benchmarks_dir(), seed=settings.seed)
     if settings.probe_candidates > 0:
         candidates = pool[:settings.probe_candidates]
-        print(f"grepseek: probing {len(candidates)} questions x {settings.probe_samples} episodes of {model_name}")
-        chosen = informative_questions(probe_questions(model_name, candidates, settings, corpus=corpus,
-                                                       shards=shards), settings.max_questions or len(candidates))
+        print(f"grepseek: probing {len(candidates)} questions x {settings.probe_samples} episodes of the policy")
+        chosen = informative_questions(probe_questions(policy, candidates, settings, corpus=corpus, shards=shards),
+                                       settings.max_questions or len(candidates))
     else:
         chosen = pool[:settings.max_questions] if settings.max_questions else pool
     saved.parent.mkdir(parents=True, exist_ok=True)
@@ -212,8 +222,9 @@ def skipping_trainer_class() -> type:
 
 def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path,
                   shards: Path | None = None, questions: Sequence[dict], lora: bool = False,
-                  max_steps: int | None = None) -> tuple[Any, Any]:
-    """The GRPOTrainer with the shell tool and the F1 x format reward; returns (trainer, tokenizer)."""
+                  max_steps: int | None = None, loaded: tuple[Any, Any, dict] | None = None) -> tuple[Any, Any]:
+    """The GRPOTrainer with the shell tool and the F1 x format reward; returns (trainer, tokenizer).
+    `loaded`: what `load_trainable(model_name)` returned, when the caller already loaded it."""
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -222,7 +233,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     from grepseek_lib.train.reward import TrlShellReward
 
     out = Path(out)
-    model, tokenizer, flags = load_trainable(model_name)
+    model, tokenizer, flags = loaded or load_trainable(model_name)
     tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
                      max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
     rows = prompt_rows(questions, corpus_lines(tool), settings)
@@ -283,10 +294,11 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
             if (out / name).exists():
                 (out / name).unlink()
     start = time.time()
-    questions = choose_questions(model_name, out, settings, corpus=corpus, shards=shards,
+    loaded = load_trainable(model_name)  # once: the probe samples from the very model the trainer trains
+    questions = choose_questions(loaded[:2], out, settings, corpus=corpus, shards=shards,
                                  benchmarks_dir=benchmarks_dir, resume=checkpoint is not None)
     trainer, tokenizer = build_trainer(model_name, out, settings, corpus=corpus, shards=shards,
-                                       questions=questions, lora=lora, max_steps=max_steps)
+                                       questions=questions, lora=lora, max_steps=max_steps, loaded=loaded)
     trainer.train(resume_from_checkpoint=checkpoint)
     save_final_model(trainer, tokenizer, out)
     steps = read_reward_parts(out / REWARD_PARTS_FILE)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib.errors import UserError
-from grepseek_lib.train.configs import SFTSettings
+from grepseek_lib.train.configs import RunSettings, SFTSettings
 
 CHECKPOINTS = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
@@ -98,14 +98,14 @@ def load_trainable(model_name: str) -> tuple[Any, Any, dict[str, bool]]:
     return model, tokenizer, flags
 
 
-def checkpoint_args(settings: Any, flags: dict[str, bool]) -> dict[str, Any]:
+def checkpoint_args(settings: RunSettings, flags: dict[str, bool]) -> dict[str, Any]:
     """Trainer arguments SFT and GRPO share: precision, logging, step checkpoints, seed, no trackers."""
     return dict(activation_checkpointing=settings.gradient_checkpointing, logging_steps=settings.logging_steps,
                 save_strategy="steps", save_steps=settings.save_steps, save_total_limit=settings.save_total_limit,
                 seed=settings.seed, report_to="none", **flags)
 
 
-def lora_config(settings: Any) -> Any:
+def lora_config(settings: RunSettings) -> Any:
     from peft import LoraConfig
 
     return LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
