@@ -120,22 +120,12 @@ def _grpo_settings(**kw) -> GRPOSettings:
     return dataclasses.replace(GRPOSettings(), **{**base, **kw})
 
 
-def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypatch):
-    """trl's own tool loop, our shell tool and reward, with scripted turns in place of sampling."""
-    from grepseek_lib.train import grpo
-
-    settings = _grpo_settings()
-    questions = grpo.load_questions(settings.train_splits, world["bench"])
-    trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
-                                            questions=questions)
-    call = render_turn("Search.", command="rg -F 'Moses' corpus.jsonl | head -n 1")
-    answers = iter(["Aaron", "Paris"] * 8)
-
+def _train_scripted(trainer, tokenizer, monkeypatch, reply) -> dict:
+    """Run `trainer.train()` with trl's tool loop intact but each turn's text from `reply(tool calls so far)`
+    instead of sampling; returns the tool mask and completion ids of the last rollout batch."""
     def scripted(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        texts = []
-        for ids in prompt_ids:
-            seen_tool = "<tool_response>" in tokenizer.decode(ids).rsplit("Query:", 1)[-1]  # not the prompt's example
-            texts.append(render_turn("Done.", answer=next(answers)) if seen_tool else call)
+        # count tool responses after the question only (the system prompt shows an example)
+        texts = [reply(tokenizer.decode(ids).rsplit("Query:", 1)[-1].count("<tool_response>")) for ids in prompt_ids]
         return [tokenizer.encode(t + "<|im_end|>", add_special_tokens=False) for t in texts], None
 
     captured = {}
@@ -149,6 +139,21 @@ def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypat
     monkeypatch.setattr(trainer, "_generate_single_turn", scripted)
     monkeypatch.setattr(trainer, "_tool_call_loop", spy)
     trainer.train()
+    return captured
+
+
+def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypatch):
+    """trl's own tool loop, our shell tool and reward, with scripted turns in place of sampling."""
+    from grepseek_lib.train import grpo
+
+    settings = _grpo_settings()
+    questions = grpo.load_questions(settings.train_splits, world["bench"])
+    trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
+                                            questions=questions)
+    call = render_turn("Search.", command="rg -F 'Moses' corpus.jsonl | head -n 1")
+    answers = iter(["Aaron", "Paris"] * 8)
+    captured = _train_scripted(trainer, tokenizer, monkeypatch, lambda calls: render_turn(
+        "Done.", answer=next(answers)) if calls else call)
     mask, ids = captured["mask"][0], captured["ids"][0]
     trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
     hidden = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
@@ -170,25 +175,8 @@ def test_grpo_rollout_gets_the_loops_budget_note_on_its_last_call(world, tmp_pat
     trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
                                             questions=questions)
     call = render_turn("Search.", command="rg -F 'Moses' corpus.jsonl | head -n 1")
-
-    def scripted(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        texts = []
-        for ids in prompt_ids:
-            calls = tokenizer.decode(ids).rsplit("Query:", 1)[-1].count("<tool_response>")
-            texts.append(render_turn("Done.", answer="Aaron") if calls >= 2 else call)
-        return [tokenizer.encode(t + "<|im_end|>", add_special_tokens=False) for t in texts], None
-
-    captured = {}
-    real_loop = trainer._tool_call_loop
-
-    def spy(*args):
-        result = real_loop(*args)
-        captured["mask"], captured["ids"] = result[0], result[2]
-        return result
-
-    monkeypatch.setattr(trainer, "_generate_single_turn", scripted)
-    monkeypatch.setattr(trainer, "_tool_call_loop", spy)
-    trainer.train()
+    captured = _train_scripted(trainer, tokenizer, monkeypatch,
+                               lambda calls: render_turn("Done.", answer="Aaron") if calls >= 2 else call)
     for mask, ids in zip(captured["mask"], captured["ids"], strict=True):
         hidden = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
         trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
