@@ -72,6 +72,34 @@ def test_regex_accepts_canonical_turns_and_rejects_broken_ones():
     assert re.fullmatch(turn_regex(answer_only=True), good[1])
 
 
+def test_command_tokens_may_split_a_backslash_escape(tiny):
+    """SmolLM2 writes the JSON text of `'\\"Title\\"'` with a lone-backslash token; the grammar must allow it."""
+    from grepseek_lib.agent.constrained import ProtocolGrammar, _command_step, _Row, token_tables
+    from grepseek_lib.train.models import load_tokenizer
+
+    assert _command_step("\\", False) == (True, False, True)  # opens an escape
+    assert _command_step('"\'', True)[0] and not _command_step('"\'', True)[2]  # completes it
+    assert not _command_step('"', False)[0]  # a bare quote would end the JSON string
+    assert _command_step("\\\\\\", False)[2] and not _command_step("\\\\", False)[2]
+    assert not _command_step("u00", True)[0] and _command_step("u00e1", True)[0]
+    tokenizer = load_tokenizer(str(tiny))
+    tables = token_tables(tokenizer, len(tokenizer))
+    grammar = ProtocolGrammar()
+    row = _Row(state="command", has_content=True)
+    backslash, quote = tables.by_text["\\"][0], tables.by_text['"'][0]
+    for token in (backslash, backslash, backslash, quote):  # \\ then \" : two complete escapes
+        assert grammar.allowed(row, tables, 100)[token]
+        grammar.step(row, token, tables)
+    assert row.state == "command" and not row.escape_open
+    assert grammar.allowed(row, tables, 100)[backslash]  # clean again: a new escape may open
+    grammar.step(row, backslash, tables)
+    assert row.escape_open and not grammar.allowed(row, tables, 100)[tables.by_text["<"][0]]
+    row.free_tokens = grammar.caps["command"]  # at the cap an open escape must still be completed first
+    assert grammar.allowed(row, tables, 100).equal(tables.escape_done)
+    grammar.step(row, quote, tables)  # completes the escape: not the start of the closer
+    assert row.state == "command" and not row.escape_open
+
+
 def test_budget_message_means_answer_only():
     conv = initial_messages("q", 10)
     assert not wants_answer_only(conv)

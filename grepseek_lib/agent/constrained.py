@@ -13,7 +13,8 @@ The grammar is taken from `actions.render_turn` (the canonical renderer), never 
 Literal pieces may be written with any tokens whose text continues the literal (the model keeps its own
 tokenization where it can). Free pieces allow any token whose text cannot break the structure:
 - think / answer: no `<` (so no tag can start), answer on one line;
-- command: a token must be a complete JSON-string fragment on its own (`'"' + text + '"'` is valid JSON)
+- command: a token must continue a valid JSON string (an escape may be split across tokens: a token
+  ending in a lone backslash must be completed by the next one, and the closer cannot start meanwhile)
   and hold no `<`, so the command is always strict JSON and never contains a tag;
 each free piece must start with a token that has visible text, and is closed by a token that begins its
 closing literal; past its token cap (or when the turn's token budget only just fits the rest) the closer
@@ -116,18 +117,30 @@ _FREE_KINDS = ("think", "command", "answer")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def _command_step(text: str, escape_open: bool) -> tuple[bool, bool, bool]:
+    """(allowed, carries visible content, leaves a backslash escape open) for one token of the command's
+    JSON string, written after a token that left an escape open (`escape_open`) or not.
+
+    Tokens may split an escape: SmolLM2 writes the JSON text `\\\\\\"` as `\\\\` + `\\` + `"`, so a token
+    ending in an odd run of backslashes opens an escape that the next token must complete.
+    """
+    if not text or "<" in text or _CONTROL.search(text) or "\ufffd" in text:  # \ufffd: a partial UTF-8 byte
+        return False, False, False
+    joined = ("\\" if escape_open else "") + text
+    opens = (len(joined) - len(joined.rstrip("\\"))) % 2 == 1
+    try:
+        value = json.loads('"' + (joined[:-1] if opens else joined) + '"')
+    except ValueError:
+        return False, False, False
+    return True, bool(value.strip()), opens
+
+
 def _free_ok(kind: str, text: str) -> tuple[bool, bool]:
     """(allowed in this free piece, carries visible content) for one token's text."""
+    if kind == "command":
+        return _command_step(text, False)[:2]
     if not text or "<" in text or _CONTROL.search(text):
         return False, False
-    if kind == "command":
-        if "\ufffd" in text:  # a partial UTF-8 byte: keep commands clean
-            return False, False
-        try:
-            value = json.loads('"' + text + '"')
-        except ValueError:
-            return False, False
-        return True, bool(value.strip())
     if kind == "answer" and ("\n" in text or "\r" in text):
         return False, False
     return True, bool(text.strip())
@@ -160,6 +173,13 @@ class TokenTables:
             ok, visible = zip(*(_free_ok(kind, t or "") for t in self.texts), strict=True)
             self.free[kind] = torch.tensor(ok, dtype=torch.bool)
             self.content[kind] = torch.tensor([a and b for a, b in zip(ok, visible, strict=True)], dtype=torch.bool)
+        clean = [_command_step(t or "", False) for t in self.texts]
+        pending = [_command_step(t or "", True) for t in self.texts]
+        #: Per token: does the command's JSON string end inside an escape after it (from a clean / open state)?
+        self.opens_escape = {False: [c[2] for c in clean], True: [p[2] for p in pending]}
+        #: After a token that left an escape open: tokens that may follow, and those that also complete it.
+        self.escape_free = torch.tensor([p[0] for p in pending], dtype=torch.bool)
+        self.escape_done = torch.tensor([p[0] and not p[2] for p in pending], dtype=torch.bool)
         self.eos_only = torch.zeros(vocab_size, dtype=torch.bool)
         self.eos_only[self.eos_id] = True
         self._prefix: dict[tuple[tuple[str, ...], str], Any] = {}
@@ -211,6 +231,7 @@ class _Row:
     matched: str = ""
     free_tokens: int = 0
     has_content: bool = False
+    escape_open: bool = False  # the command's last token ended inside a backslash escape
     generated: int = 0
 
 
@@ -226,8 +247,8 @@ class ProtocolGrammar:
                       p.answer_open: "answer", p.call_close: "done", p.answer_close: "done"}
         #: Worst-case tokens from the start of a piece's closer to EOS (every token writes >= 1 character).
         act = max(len(p.call_open) + 1 + len(p.call_close), len(p.answer_open) + 1 + len(p.answer_close))
-        self.tail_need = {"think": len(p.think_close) + act + 1, "command": len(p.call_close) + 1,
-                          "answer": len(p.answer_close) + 1}
+        self.tail_need = {"think": len(p.think_close) + act + 1, "command": len(p.call_close) + 2,  # + finishing
+                          "answer": len(p.answer_close) + 1}                                   # an open escape
 
     def start(self) -> _Row:
         return _Row(choices=(self.pieces.think_open,))
@@ -239,10 +260,13 @@ class ProtocolGrammar:
         if row.state == "literal":
             return tables.continuing(row.choices, row.matched)
         kind = row.state
+        spent = row.free_tokens >= self.caps[kind] or remaining - 1 < self.tail_need[kind]
+        if row.escape_open:  # the next token completes the escape; the closer cannot start here
+            return tables.escape_done if spent else tables.escape_free
         close = tables.continuing((self.closer[kind],), "")
         if not row.has_content:
             return tables.content[kind]
-        if row.free_tokens >= self.caps[kind] or remaining - 1 < self.tail_need[kind]:
+        if spent:
             return close
         return tables.free[kind] | close
 
@@ -257,11 +281,13 @@ class ProtocolGrammar:
             return
         if row.state == "literal":
             self._write_literal(row, row.choices, row.matched + text, answer_only)
-        elif self.closer[row.state].startswith(text):
+        elif not row.escape_open and self.closer[row.state].startswith(text):
             self._write_literal(row, (self.closer[row.state],), text, answer_only)
         else:
             row.free_tokens += 1
-            row.has_content = row.has_content or bool(tables.content[row.state][token])
+            row.has_content = row.has_content or bool(tables.content[row.state][token]) or row.escape_open
+            if row.state == "command":
+                row.escape_open = tables.opens_escape[row.escape_open][token]
 
     def _write_literal(self, row: _Row, choices: tuple[str, ...], matched: str, answer_only: bool) -> None:
         done = [c for c in choices if c == matched]
