@@ -247,8 +247,9 @@ class ProtocolGrammar:
                       p.answer_open: "answer", p.call_close: "done", p.answer_close: "done"}
         #: Worst-case tokens from the start of a piece's closer to EOS (every token writes >= 1 character).
         act = max(len(p.call_open) + 1 + len(p.call_close), len(p.answer_open) + 1 + len(p.answer_close))
-        self.tail_need = {"think": len(p.think_close) + act + 1, "command": len(p.call_close) + 2,  # + finishing
-                          "answer": len(p.answer_close) + 1}                                   # an open escape
+        #: The command reserves one more token: an escape left open must be completed before the closer.
+        self.tail_need = {"think": len(p.think_close) + act + 1, "command": len(p.call_close) + 2,
+                          "answer": len(p.answer_close) + 1}
 
     def start(self) -> _Row:
         return _Row(choices=(self.pieces.think_open,))
@@ -285,7 +286,7 @@ class ProtocolGrammar:
             self._write_literal(row, (self.closer[row.state],), text, answer_only)
         else:
             row.free_tokens += 1
-            row.has_content = row.has_content or bool(tables.content[row.state][token]) or row.escape_open
+            row.has_content = row.has_content or bool(tables.content[row.state][token])
             if row.state == "command":
                 row.escape_open = tables.opens_escape[row.escape_open][token]
 

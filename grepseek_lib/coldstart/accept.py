@@ -16,7 +16,6 @@ from grepseek_lib.agent.actions import format_gate, render_turn
 from grepseek_lib.coldstart.chain import (
     MAX_ATTEMPTS,
     PROBE_RATE,
-    ChainResult,
     ToolFn,
     Turn,
     assemble,
@@ -107,7 +106,7 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
     """Decompose, chain, assemble, check, accept: one question, deterministic for a (seed, id).
 
     With probability `fill_budget_rate` (and when the chain has enough real commands) the trajectory is
-    first assembled to spend the whole budget; if that one fails coherence the short one is used."""
+    first assembled to spend the whole budget; if that one is not accepted the short one is used."""
     rng = random.Random(f"{seed}:{item.id}")
     try:
         plans = tutor.decompose(item)
@@ -131,36 +130,33 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
     facts = [hop.answer for hop in chain.plan[:-1]] + list(item.golds)
     evidence = chain.hops[len(chain.plan) - 1].verdict.passage or {}
     evidence_ids = {evidence.get("id")} - {"", None}
+    common = dict(hops=len(chain.plan), commands_run=commands_run, plans_tried=tried, log=log)
     try:
-        turns, fill = None, random.Random(f"{seed}:{item.id}:fill")  # own stream: short paths stay as they were
+        fill = random.Random(f"{seed}:{item.id}:fill")  # own stream: short paths stay as they were
         if fill.random() < fill_budget_rate and can_fill_budget(chain, max_tool_calls):
-            turns = _full_budget_turns(item, chain, tutor, planner, tool, fill, facts, evidence_ids, max_tool_calls)
-        turns = turns or assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate,
-                                  max_tool_calls=max_tool_calls)
+            turns = assemble(item, chain, tutor, planner, tool, fill, max_tool_calls=max_tool_calls,
+                             fill_budget=True)
+            if sum(t.command is not None for t in turns) == max_tool_calls:
+                full = _judge(item, turns, facts, evidence_ids, max_tool_calls, common)
+                if full.accepted:
+                    return full
+        turns = assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate,
+                         max_tool_calls=max_tool_calls)
     except TeacherError as exc:
         return Outcome(False, "assemble", f"teacher:{exc}"[:200], commands_run=commands_run, plans_tried=tried)
+    return _judge(item, turns, facts, evidence_ids, max_tool_calls, common)
+
+
+def _judge(item: Item, turns: list[Turn], facts: list[str], evidence_ids: set[str], max_tool_calls: int,
+           common: dict) -> Outcome:
+    """Accept or reject an assembled trajectory: an answer, coherence, then token-F1 > 0."""
     answer = turns[-1].answer or ""
     if not answer.strip():
-        return Outcome(False, "assemble", "no_answer", turns=turns, hops=len(chain.plan), commands_run=commands_run,
-                       plans_tried=tried, log=log)
-    common = dict(turns=turns, answer=answer, hops=len(chain.plan), commands_run=commands_run, plans_tried=tried,
-                  log=log)
+        return Outcome(False, "assemble", "no_answer", turns=turns, **common)
     why = coherence(item, turns, [*facts, answer], evidence_ids, max_tool_calls)
     if why:
-        return Outcome(False, "coherence", why, **common)
+        return Outcome(False, "coherence", why, turns=turns, answer=answer, **common)
     score = f1(answer, item.golds)
     if score <= 0:
-        return Outcome(False, "accept", "f1_zero", f1=score, **common)
-    return Outcome(True, "accept", "ok", f1=score, **common)
-
-
-def _full_budget_turns(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn,
-                       rng: random.Random, facts: list[str], evidence_ids: set[str],
-                       max_tool_calls: int) -> list[Turn] | None:
-    """The trajectory that spends every tool call, or None when it falls short or is not coherent."""
-    turns = assemble(item, chain, tutor, planner, tool, rng, max_tool_calls=max_tool_calls, fill_budget=True)
-    answer = turns[-1].answer or ""
-    if sum(t.command is not None for t in turns) != max_tool_calls or not answer.strip() \
-            or f1(answer, item.golds) <= 0:
-        return None
-    return None if coherence(item, turns, [*facts, answer], evidence_ids, max_tool_calls) else turns
+        return Outcome(False, "accept", "f1_zero", turns=turns, answer=answer, f1=score, **common)
+    return Outcome(True, "accept", "ok", turns=turns, answer=answer, f1=score, **common)

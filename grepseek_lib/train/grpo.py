@@ -1,11 +1,12 @@
 """Stage-2b: GRPO with multi-turn shell rollouts, using trl's own tool loop.
 
 How trl 1.16's GRPOTrainer runs tools (read from its source) and how we wire it:
-- the `shell` tool (a `ShellEnvironment` method): after each generated turn trl parses the text with
-  `tokenizer.parse_response` (our chat template module installs a `response_template` that reads
-  `<tool_call>{json}</tool_call>`), calls `shell(**arguments)`, renders the result as a tool message through the chat template (our template: a user
-  turn of `<tool_response>` blocks) and generates again, up to `max_tool_calling_iterations` (= our budget of
-  5 tool calls). A turn with no parsable tool call ends the rollout. Token ids are concatenated, never
+- the `shell` tool is a method of a `ShellEnvironment`, one per rollout (`environment_factory`), so the 5th
+  observation carries the same budget note as in the agent loop and the cold-start data. After each
+  generated turn trl parses the text with `tokenizer.parse_response` (our chat template module installs a
+  `response_template` that reads `<tool_call>{json}</tool_call>`), calls `shell(**arguments)`, renders the
+  result as a tool message through the chat template (our template: a user turn of `<tool_response>` blocks)
+  and generates again, up to `max_tool_calling_iterations` (= our budget of 5 tool calls). A turn with no parsable tool call ends the rollout. Token ids are concatenated, never
   re-rendered, so the policy is trained on exactly the tokens it produced.
 - Tool-result tokens get `tool_mask = 0` and are left out of the loss; only generated tokens are trained.
 - Requirements it checks: the template renders structured `tool_calls` and tool messages
@@ -16,9 +17,6 @@ How trl 1.16's GRPOTrainer runs tools (read from its source) and how we wire it:
   `generation_kwargs={"max_new_tokens": ...}` caps ONE turn while `max_completion_length` caps the episode.
   `use_vllm` only with CUDA + vllm installed; otherwise `model.generate`.
 - Checkpoints: `save_steps=1` (an interrupted run loses at most one step); `--resume` picks the last one.
-
-- The tool is a `ShellEnvironment` per rollout (`environment_factory`), so the 5th observation carries the same
-  budget note as in the agent loop and the cold-start data.
 
 Protocol difference from agent/loop.py, reward-neutral: a malformed action ends the rollout at once (the
 loop grants one format-error retry, but the gate pays 0 for any invalid call anyway); a 6th call after the
