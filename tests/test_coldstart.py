@@ -101,7 +101,7 @@ def test_offline_pipeline_accepts_and_saves_the_tools_own_payloads(row, corpus, 
 
 def test_multi_hop_searches_the_bridge_only_after_it_was_printed(corpus, tool):
     tutor, planner = _roles(corpus)
-    outcome = process_question(_item(MUSIQUE), tutor, planner, tool, probe_rate=0.0)
+    outcome = process_question(_item(MUSIQUE), tutor, planner, tool, probe_rate=0.0, detour_rate=0.0)
     first, second = [t for t in outcome.turns if t.command]
     assert "Hank Snow" not in first.command and "Hank Snow" in first.payload["stdout"]
     assert "Hank Snow" in second.command and "Tennessee" not in second.command
@@ -191,7 +191,8 @@ def test_full_budget_trajectory_replays_dead_ends_counts_and_meets_the_budget_me
 
     tutor, planner = _roles(corpus)
     detour = _DetourTutor(tutor.passages)
-    short = process_question(_item(MUSIQUE), detour, planner, tool, probe_rate=0.0, fill_budget_rate=0.0)
+    short = process_question(_item(MUSIQUE), detour, planner, tool, probe_rate=0.0, fill_budget_rate=0.0,
+                             detour_rate=0.0)
     assert short.accepted and sum(t.command is not None for t in short.turns) == 2
     full = process_question(_item(MUSIQUE), detour, planner, tool, probe_rate=0.0, fill_budget_rate=1.0)
     assert full.accepted, (full.stage, full.reason)
@@ -209,6 +210,27 @@ def test_full_budget_trajectory_replays_dead_ends_counts_and_meets_the_budget_me
     # without a dead end the chain has only 2 reads + 2 counts: it cannot fill 5 calls and stays short
     plain = process_question(_item(MUSIQUE), tutor, planner, tool, probe_rate=0.0, fill_budget_rate=1.0)
     assert plain.accepted and sum(t.command is not None for t in plain.turns) == 2
+
+
+def test_a_failed_title_guess_is_replayed_and_followed_by_a_different_search(corpus, tool, monkeypatch):
+    from grepseek_lib.coldstart import offline
+
+    monkeypatch.setattr(offline, "TITLE_GUESS_RATE", 1.0)
+    tutor, planner = _roles(corpus)
+    item = _item(HOTPOT_BRIDGE)
+    outcome = process_question(item, tutor, planner, tool, probe_rate=0.0, fill_budget_rate=0.0, detour_rate=1.0)
+    assert outcome.accepted, (outcome.stage, outcome.reason)
+    calls = [t for t in outcome.turns if t.command]
+    guess = "rg -F '\\\"Moon Garden\\\"' corpus.jsonl | head -n 3"  # the question's spelling as a title
+    assert calls[0].command == guess and calls[0].payload["stdout"] == ""  # only "Moon Garden (film)" exists
+    assert calls[1].command != guess and calls[1].think.startswith(offline.EMPTY_OUTPUT_DRAFTS)
+    assert len({t.command for t in calls}) == len(calls) <= 5  # no command is ever repeated
+    from grepseek_lib.agent.actions import render_turn
+
+    assert format_gate([render_turn(t.think, t.command, t.answer) for t in outcome.turns]) == (True, "ok")
+    # without the replay the trajectory goes straight to what verified
+    short = process_question(item, tutor, planner, tool, probe_rate=0.0, fill_budget_rate=0.0, detour_rate=0.0)
+    assert guess not in [t.command for t in short.turns] and len(short.turns) == len(outcome.turns) - 1
 
 
 def _payload(tool, command):
@@ -289,3 +311,7 @@ def test_cli_bad_input_is_one_line_error(tmp_path, capsys, corpus):
     assert main(["coldstart", "--splits", str(tmp_path / "missing.jsonl"), "--corpus", str(corpus)]) == 2
     assert main(["coldstart", "--limit", "0"]) == 2
     assert "error" in capsys.readouterr().err
+    for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate"):
+        assert main(["coldstart", "--corpus", str(corpus), flag, "1.5"]) == 2
+        err = capsys.readouterr().err
+        assert flag in err and "[0, 1]" in err and len(err.strip().splitlines()) == 1

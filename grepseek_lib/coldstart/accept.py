@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from grepseek_lib import config
 from grepseek_lib.agent.actions import format_gate, render_turn
 from grepseek_lib.coldstart.chain import (
+    DETOUR_RATE,
     MAX_ATTEMPTS,
     PROBE_RATE,
     ToolFn,
@@ -32,7 +33,7 @@ _QUOTED = re.compile(r'"[^"]*"')
 STAGES = ("decompose", "chain", "assemble", "coherence", "accept")
 #: Share of questions whose trajectory spends the whole tool budget when the chain allows it (see
 #: `chain.assemble(fill_budget=...)`); the rest keep the shortest verified path.
-FILL_BUDGET_RATE = 1.0
+FILL_BUDGET_RATE = 0.5
 
 
 @dataclass
@@ -101,8 +102,8 @@ def coherence(item: Item, turns: list[Turn], facts: list[str], evidence_ids: set
 
 def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *, seed: int = 0,
                      max_attempts: int = MAX_ATTEMPTS, probe_rate: float = PROBE_RATE,
-                     max_tool_calls: int = config.MAX_TOOL_CALLS,
-                     fill_budget_rate: float = FILL_BUDGET_RATE) -> Outcome:
+                     max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget_rate: float = FILL_BUDGET_RATE,
+                     detour_rate: float = DETOUR_RATE) -> Outcome:
     """Decompose, chain, assemble, check, accept: one question, deterministic for a (seed, id).
 
     With probability `fill_budget_rate` (and when the chain has enough real commands) the trajectory is
@@ -140,7 +141,7 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
                 full = _judge(item, turns, facts, evidence_ids, max_tool_calls, common)
                 if full.accepted:
                     return full
-        turns = assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate,
+        turns = assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate, detour_rate=detour_rate,
                          max_tool_calls=max_tool_calls)
     except TeacherError as exc:
         return Outcome(False, "assemble", f"teacher:{exc}"[:200], commands_run=commands_run, plans_tried=tried)

@@ -31,6 +31,9 @@ from grepseek_lib.shell.types import Refused
 MAX_ATTEMPTS = 6
 #: Share of hops preceded by a count of the matching lines, when the tool budget allows.
 PROBE_RATE = 0.25
+#: Share of hops whose first dead end is replayed in a short trajectory (when calls are spare), so the
+#: agent sees a search fail and answers it with a different one; a policy that never saw this repeats it.
+DETOUR_RATE = 0.5
 
 ToolFn = Callable[[str], dict]
 
@@ -133,10 +136,10 @@ def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CA
 
 
 def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn, rng: random.Random,
-             *, probe_rate: float = PROBE_RATE, max_tool_calls: int = config.MAX_TOOL_CALLS,
-             fill_budget: bool = False) -> list[Turn]:
-    """The trajectory in forward order: per hop an optional count, then the verified command; then the
-    answer written by the Planner from the trace.
+             *, probe_rate: float = PROBE_RATE, detour_rate: float = DETOUR_RATE,
+             max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget: bool = False) -> list[Turn]:
+    """The trajectory in forward order: per hop an optional dead end (`detour_rate`) and count
+    (`probe_rate`), then the verified command; then the answer written by the Planner from the trace.
 
     `fill_budget` spends every spare tool call: each hop first replays its dead ends, then counts, then
     reads. Such a trajectory meets the budget message and answers after it, a turn the agent must know
@@ -153,7 +156,10 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
         if index and evidence and evidence in _printed_ids(history[-1]):
             break  # an earlier hop already printed the answer's evidence: answer now, never search on
         verified = chain.hops[index]
-        for command in detours(chain, index) if fill_budget else []:
+        dead_ends = detours(chain, index)
+        if not fill_budget:
+            dead_ends = dead_ends[:1] if dead_ends and rng.random() < detour_rate else []
+        for command in dead_ends:
             if spare <= 0:
                 break
             spare -= 1

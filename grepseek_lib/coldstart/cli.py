@@ -29,9 +29,12 @@ def register(subparsers) -> None:
     cs.add_argument("--seed", type=int, default=0)
     cs.add_argument("--dev-percent", type=float, default=10.0, help="share of question ids held out as dev")
     cs.add_argument("--probe-rate", type=float, default=0.25, help="share of hops that count matches first")
-    cs.add_argument("--fill-budget-rate", type=float, default=1.0,
+    cs.add_argument("--fill-budget-rate", type=float, default=0.5,
                     help="share of questions whose trajectory spends all tool calls (dead ends replayed, a count "
                          "per hop) when the chain ran enough commands; teaches the turn after the budget message")
+    cs.add_argument("--detour-rate", type=float, default=0.5,
+                    help="share of hops in the other trajectories that first replay one search that failed "
+                         "(printed nothing or missed the evidence), so the agent learns to change course")
     cs.add_argument("--max-hops", type=int, default=3, help="sub-questions per question (1-3 in the paper)")
     cs.set_defaults(func=coldstart_command)
 
@@ -78,10 +81,10 @@ def coldstart_command(args) -> int:
 
     if (args.limit is not None and args.limit <= 0) or args.max_new_tokens <= 0:
         raise UserError("--limit and --max-new-tokens must be positive")
-    if not 0 <= args.dev_percent <= 100 or not 0 <= args.probe_rate <= 1 or not 0 <= args.fill_budget_rate <= 1 \
-            or not 1 <= args.max_hops <= 5:
-        raise UserError("--dev-percent must be in [0, 100], --probe-rate and --fill-budget-rate in [0, 1], "
-                        "--max-hops in [1, 5]")
+    rates = (args.probe_rate, args.fill_budget_rate, args.detour_rate)
+    if not 0 <= args.dev_percent <= 100 or not all(0 <= r <= 1 for r in rates) or not 1 <= args.max_hops <= 5:
+        raise UserError("--dev-percent must be in [0, 100], --probe-rate, --fill-budget-rate and --detour-rate "
+                        "in [0, 1], --max-hops in [1, 5]")
     if args.teacher == "offline" and (args.base_url or args.model or args.api_key):
         raise UserError("--base-url / --model / --api-key need --teacher openai")
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
@@ -109,7 +112,7 @@ def coldstart_command(args) -> int:
     accepted = 0
     for item in bar:
         outcome = process_question(item, tutor, planner, tool, seed=args.seed, probe_rate=args.probe_rate,
-                                   fill_budget_rate=args.fill_budget_rate)
+                                   fill_budget_rate=args.fill_budget_rate, detour_rate=args.detour_rate)
         record = ex.make_record(item, outcome, n_lines)
         ex.append_record(records_path, record)
         done[(item.source, item.id)] = record

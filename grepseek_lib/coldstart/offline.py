@@ -36,6 +36,14 @@ _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bMrs\.)(?<!\bNo\.)"
                            r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _REF = re.compile(r"#(\d+)")
+#: Share of anchors first looked up as an exact title in the question's own spelling when no passage is
+#: titled exactly that: the guess an agent makes first ("vikings", "Ten commandments"). It prints nothing,
+#: the Tutor widens it, and a replayed dead end shows the agent changing course instead of repeating it.
+TITLE_GUESS_RATE = 0.5
+#: What the Planner thinks after a search printed nothing: never the same command again.
+EMPTY_OUTPUT_DRAFTS = ("That search printed nothing, and the same command would print nothing again, so I change it.",
+                       "No line matched: the corpus does not write it that way. I try a different search.",
+                       "The output is empty, so that exact pattern is not in the corpus; I search wider.")
 
 
 # ---------------------------------------------------------------- text helpers
@@ -317,6 +325,8 @@ class OfflineTutor:
             filtered = [Search(anchor, k, word=True, ignore_case=rng.random() < 0.5, head=rng.choice((3, 5)))
                         for k in kws[:2]]
             ordered = (filtered + head) if filtered and rng.random() < 0.4 else (head + filtered)
+            if anchor not in titled and rng.random() < TITLE_GUESS_RATE:
+                ordered = [Search(anchor, title="exact", head=3), *ordered]
             out += ordered
             out += [Search(anchor, kws[0], word=True, ignore_case=True, also=kws[1])] if len(kws) > 1 else []
             out += [Search(anchor, ignore_case=True, head=5)]
@@ -418,6 +428,8 @@ class OfflinePlanner:
                                f"The count is {count}, so reading a handful of lines is cheap."))
         quote = best_sentence(_body_text(last), item.question)
         title = _title_of(last)
+        if not (last.payload.get("stdout") or "").strip():
+            return rng.choice(EMPTY_OUTPUT_DRAFTS)
         if not quote:
             return "The last search printed nothing useful."
         return rng.choice((f"The passage on {title} says: \"{quote}\"", f"From {title}: \"{quote}\"",
