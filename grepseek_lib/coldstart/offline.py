@@ -36,9 +36,9 @@ _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bMrs\.)(?<!\bNo\.)"
                            r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _REF = re.compile(r"#(\d+)")
-#: Share of anchors first looked up as an exact title in the question's own spelling when no passage is
-#: titled exactly that: the guess an agent makes first ("vikings", "Ten commandments"). It prints nothing,
-#: the Tutor widens it, and a replayed dead end shows the agent changing course instead of repeating it.
+#: Share of anchors first looked up as an exact title in the question's own spelling when no evidence passage
+#: is titled exactly that: the guess an agent makes first ("vikings", "Ten commandments"). It usually prints
+#: nothing, the Tutor widens it, and a replayed dead end shows the agent changing course, not repeating it.
 TITLE_GUESS_RATE = 0.5
 #: What the Planner thinks after a search printed nothing: never the same command again.
 EMPTY_OUTPUT_DRAFTS = ("That search printed nothing, and the same command would print nothing again, so I change it.",
