@@ -279,7 +279,7 @@ def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
 
 def test_configs():
     cpu, gpu = load_config("cpu"), load_config("gpu")
-    assert cpu.model == "smollm2" and cpu.grpo.use_vllm is False
+    assert cpu.model == "smollm2" and cpu.grpo.use_vllm is False and cpu.grpo.temperature == 0.7
     assert (gpu.grpo.num_generations, gpu.grpo.questions_per_step, gpu.grpo.max_steps) == (5, 256, 200)
     assert (gpu.grpo.learning_rate, gpu.grpo.beta, gpu.grpo.epsilon, gpu.grpo.temperature) == (5e-6, 0.0, 0.2, 1.0)
     assert gpu.grpo.tool_timeout_s == 180.0 and gpu.sft.num_train_epochs == 1 and gpu.sft.learning_rate == 5e-6
