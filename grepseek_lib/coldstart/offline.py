@@ -426,10 +426,10 @@ class OfflinePlanner:
             lines = "1 line matches" if count == "1" else f"{count} lines match"
             return rng.choice((f"{lines}, few enough to read the top ones.",
                                f"The count is {count}, so reading a handful of lines is cheap."))
-        quote = best_sentence(_body_text(last), item.question)
-        title = _title_of(last)
         if not (last.payload.get("stdout") or "").strip():
             return rng.choice(EMPTY_OUTPUT_DRAFTS)
+        quote = best_sentence(_body_text(last), item.question)
+        title = _title_of(last)
         if not quote:
             return "The last search printed nothing useful."
         return rng.choice((f"The passage on {title} says: \"{quote}\"", f"From {title}: \"{quote}\"",

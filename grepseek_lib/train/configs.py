@@ -13,9 +13,9 @@ reward trend compares like with like. The 3 are chosen by probing 12 candidates 
 of the SFT policy each and keeping those whose rewards differ (a group with equal rewards has zero
 advantage: nothing to learn, and its backward pass is skipped). Rollouts sample at temperature 0.7, not
 the paper's 1.0: at 1.0 the 135M policy that passes the format gate in 96% of greedy episodes passed it in
-about half of its GRPO rollouts, so most groups were all-zero format failures. Rollouts are scored one per micro-batch (4 accumulated): with all 4
-in one forward/backward the process reached 22 GB (float32 activations, 49k-vocab logits) and was OOM-killed
-on a 23 GB machine. Observations keep the protocol's 2,048-token cap so the prompt is
+about half of its GRPO rollouts, so most groups were all-zero format failures. Rollouts are scored one
+per micro-batch (4 accumulated): with all 4 in one forward/backward the process reached 22 GB (float32
+activations, 49k-vocab logits) and was OOM-killed on a 23 GB machine. Observations keep the protocol's 2,048-token cap so the prompt is
 the one evaluation uses. Measured on 2 heavily shared cores (OMP_NUM_THREADS=1, load 4-6): 35-60 s per
 SFT step (the full epoch is ~1.5 h there); a GRPO step took 762 s: ~6.5 min generating (every turn
 re-reads the whole prompt), ~6 min forward/backward, 8 s for the 1.6 GB checkpoint (model + Adam state).

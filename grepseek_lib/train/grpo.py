@@ -6,8 +6,9 @@ How trl 1.16's GRPOTrainer runs tools (read from its source) and how we wire it:
   generated turn trl parses the text with `tokenizer.parse_response` (our chat template module installs a
   `response_template` that reads `<tool_call>{json}</tool_call>`), calls `shell(**arguments)`, renders the
   result as a tool message through the chat template (our template: a user turn of `<tool_response>` blocks)
-  and generates again, up to `max_tool_calling_iterations` (= our budget of 5 tool calls). A turn with no parsable tool call ends the rollout. Token ids are concatenated, never
-  re-rendered, so the policy is trained on exactly the tokens it produced.
+  and generates again, up to `max_tool_calling_iterations` (= our budget of 5 tool calls). A turn with no
+  parsable tool call ends the rollout. Token ids are concatenated, never re-rendered, so the policy is
+  trained on exactly the tokens it produced.
 - Tool-result tokens get `tool_mask = 0` and are left out of the loss; only generated tokens are trained.
 - Requirements it checks: the template renders structured `tool_calls` and tool messages
   (`supports_tool_calling`) and is prefix-preserving; `<|im_end|>` is the eos (prefix cut point).
