@@ -212,24 +212,31 @@ def test_full_budget_trajectory_replays_dead_ends_counts_and_meets_the_budget_me
     assert plain.accepted and sum(t.command is not None for t in plain.turns) == 2
 
 
-def test_a_failed_title_guess_is_replayed_and_followed_by_a_different_search(corpus, tool, monkeypatch):
+@pytest.mark.parametrize("as_count", [False, True])
+def test_a_failed_title_guess_is_replayed_and_followed_by_a_different_search(corpus, tool, monkeypatch, as_count):
     from grepseek_lib.coldstart import offline
 
     monkeypatch.setattr(offline, "TITLE_GUESS_RATE", 1.0)
     tutor, planner = _roles(corpus)
     item = _item(HOTPOT_BRIDGE)
-    outcome = process_question(item, tutor, planner, tool, probe_rate=0.0, fill_budget_rate=0.0, detour_rate=1.0)
+    rates = dict(probe_rate=0.0, fill_budget_rate=0.0, zero_count_rate=float(as_count))
+    outcome = process_question(item, tutor, planner, tool, detour_rate=1.0, **rates)
     assert outcome.accepted, (outcome.stage, outcome.reason)
     calls = [t for t in outcome.turns if t.command]
     guess = "rg -F '\\\"Moon Garden\\\"' corpus.jsonl | head -n 3"  # the question's spelling as a title
-    assert calls[0].command == guess and calls[0].payload["stdout"] == ""  # only "Moon Garden (film)" exists
-    assert calls[1].command != guess and calls[1].think.startswith(offline.EMPTY_OUTPUT_DRAFTS)
+    if as_count:  # replayed as a count, which prints 0; the next thought says so and changes the search
+        assert calls[0].command == guess.replace("head -n 3", "wc -l") and calls[0].payload["stdout"] == "0\n"
+        assert calls[1].think.startswith(offline.ZERO_COUNT_DRAFTS)
+    else:  # only "Moon Garden (film)" exists
+        assert calls[0].command == guess and calls[0].payload["stdout"] == ""
+        assert calls[1].think.startswith(offline.EMPTY_OUTPUT_DRAFTS)
+    assert calls[1].command not in (guess, calls[0].command)
     assert len({t.command for t in calls}) == len(calls) <= 5  # no command is ever repeated
     from grepseek_lib.agent.actions import render_turn
 
     assert format_gate([render_turn(t.think, t.command, t.answer) for t in outcome.turns]) == (True, "ok")
     # without the replay the trajectory goes straight to what verified
-    short = process_question(item, tutor, planner, tool, probe_rate=0.0, fill_budget_rate=0.0, detour_rate=0.0)
+    short = process_question(item, tutor, planner, tool, detour_rate=0.0, **rates)
     assert guess not in [t.command for t in short.turns] and len(short.turns) == len(outcome.turns) - 1
 
 
@@ -311,7 +318,7 @@ def test_cli_bad_input_is_one_line_error(tmp_path, capsys, corpus):
     assert main(["coldstart", "--splits", str(tmp_path / "missing.jsonl"), "--corpus", str(corpus)]) == 2
     assert main(["coldstart", "--limit", "0"]) == 2
     assert "error" in capsys.readouterr().err
-    for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate"):
+    for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate", "--zero-count-rate"):
         assert main(["coldstart", "--corpus", str(corpus), flag, "1.5"]) == 2
         err = capsys.readouterr().err
         assert flag in err and "[0, 1]" in err and len(err.strip().splitlines()) == 1

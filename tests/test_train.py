@@ -224,7 +224,7 @@ def test_informative_questions_put_reward_spread_first():
     assert [q["id"] for q in informative_questions(probed, 3)] == ["wide", "some", "flat1"]
 
 
-def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, monkeypatch):
+def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, monkeypatch, capsys):
     from grepseek_lib.train import grpo
 
     settings = dataclasses.replace(_grpo_settings(), probe_candidates=3, probe_samples=2, max_questions=2)
@@ -253,6 +253,9 @@ def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, mo
     plain = grpo.choose_questions(world["model"], tmp_path, dataclasses.replace(settings, probe_candidates=0),
                                   resume=False, **kw)
     assert len(plain) == 2 and "probe_rewards" not in plain[0]
+    (tmp_path / grpo.QUESTIONS_FILE).unlink()  # a run from before the choice was saved: probed again, and said
+    assert grpo.choose_questions(world["model"], tmp_path, settings, resume=True, **kw) == chosen
+    assert len(seen) == 2 and "probing again" in capsys.readouterr().out
 
 
 def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
@@ -280,6 +283,7 @@ def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
 def test_configs():
     cpu, gpu = load_config("cpu"), load_config("gpu")
     assert cpu.model == "smollm2" and cpu.grpo.use_vllm is False and cpu.grpo.temperature == 0.7
+    assert (cpu.grpo.questions_per_step, cpu.grpo.max_questions) == (2, 2)  # every step sees the whole pool
     assert (gpu.grpo.num_generations, gpu.grpo.questions_per_step, gpu.grpo.max_steps) == (5, 256, 200)
     assert (gpu.grpo.learning_rate, gpu.grpo.beta, gpu.grpo.epsilon, gpu.grpo.temperature) == (5e-6, 0.0, 0.2, 1.0)
     assert gpu.grpo.tool_timeout_s == 180.0 and gpu.sft.num_train_epochs == 1 and gpu.sft.learning_rate == 5e-6

@@ -17,6 +17,7 @@ from grepseek_lib.coldstart.chain import (
     DETOUR_RATE,
     MAX_ATTEMPTS,
     PROBE_RATE,
+    ZERO_COUNT_RATE,
     ToolFn,
     Turn,
     assemble,
@@ -103,7 +104,7 @@ def coherence(item: Item, turns: list[Turn], facts: list[str], evidence_ids: set
 def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *, seed: int = 0,
                      max_attempts: int = MAX_ATTEMPTS, probe_rate: float = PROBE_RATE,
                      max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget_rate: float = FILL_BUDGET_RATE,
-                     detour_rate: float = DETOUR_RATE) -> Outcome:
+                     detour_rate: float = DETOUR_RATE, zero_count_rate: float = ZERO_COUNT_RATE) -> Outcome:
     """Decompose, chain, assemble, check, accept: one question, deterministic for a (seed, id).
 
     With probability `fill_budget_rate` (and when the chain has enough real commands) the trajectory is
@@ -136,13 +137,13 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
         fill = random.Random(f"{seed}:{item.id}:fill")  # own stream: short paths stay as they were
         if fill.random() < fill_budget_rate and can_fill_budget(chain, max_tool_calls):
             turns = assemble(item, chain, tutor, planner, tool, fill, max_tool_calls=max_tool_calls,
-                             fill_budget=True)
+                             zero_count_rate=zero_count_rate, fill_budget=True)
             if sum(t.command is not None for t in turns) == max_tool_calls:
                 full = _judge(item, turns, facts, evidence_ids, max_tool_calls, common)
                 if full.accepted:
                     return full
         turns = assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate, detour_rate=detour_rate,
-                         max_tool_calls=max_tool_calls)
+                         zero_count_rate=zero_count_rate, max_tool_calls=max_tool_calls)
     except TeacherError as exc:
         return Outcome(False, "assemble", f"teacher:{exc}"[:200], commands_run=commands_run, plans_tried=tried)
     return _judge(item, turns, facts, evidence_ids, max_tool_calls, common)

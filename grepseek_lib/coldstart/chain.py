@@ -34,6 +34,9 @@ PROBE_RATE = 0.25
 #: Share of hops whose first dead end is replayed in a short trajectory (when calls are spare), so the
 #: agent sees a search fail and answers it with a different one; a policy that never saw this repeats it.
 DETOUR_RATE = 0.5
+#: Share of replayed dead ends run as a count (`| wc -l`, which prints 0) instead of a read, so the agent sees
+#: a count of 0 answered by a different search; a policy that never saw one re-ran the same count to the budget.
+ZERO_COUNT_RATE = 0.5
 
 ToolFn = Callable[[str], dict]
 
@@ -137,9 +140,11 @@ def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CA
 
 def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn, rng: random.Random,
              *, probe_rate: float = PROBE_RATE, detour_rate: float = DETOUR_RATE,
-             max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget: bool = False) -> list[Turn]:
-    """The trajectory in forward order: per hop an optional dead end (`detour_rate`) and count
-    (`probe_rate`), then the verified command; then the answer written by the Planner from the trace.
+             zero_count_rate: float = ZERO_COUNT_RATE, max_tool_calls: int = config.MAX_TOOL_CALLS,
+             fill_budget: bool = False) -> list[Turn]:
+    """The trajectory in forward order: per hop an optional dead end (`detour_rate`; run as a count of 0
+    with `zero_count_rate`) and count (`probe_rate`), then the verified command; then the answer written by
+    the Planner from the trace.
 
     `fill_budget` spends every spare tool call: each hop first replays its dead ends, then counts, then
     reads. Such a trajectory meets the budget message and answers after it, a turn the agent must know
@@ -163,11 +168,14 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
             if spare <= 0:
                 break
             spare -= 1
+            empty = any(a.command == command and a.reason == "empty" for a in verified.attempts)
+            as_count = rng.random() < zero_count_rate and empty and count_command(command)
+            command = as_count or command
             draft = planner.draft(item, history, rng)
             think = tutor.edit(item, draft, command, history, hop, rng)
             payload = tool(command)
-            turns.append(Turn(think, command, payload))
-            history.append(Observed(command, payload))
+            turns.append(Turn(think, command, payload, probe=bool(as_count)))
+            history.append(Observed(command, payload, probe=bool(as_count)))
         probe = count_command(verified.command)
         if probe and spare > 0 and (fill_budget or rng.random() < probe_rate):
             spare -= 1

@@ -35,6 +35,9 @@ def register(subparsers) -> None:
     cs.add_argument("--detour-rate", type=float, default=0.5,
                     help="share of hops in the other trajectories that first replay one search that failed "
                          "(printed nothing or missed the evidence), so the agent learns to change course")
+    cs.add_argument("--zero-count-rate", type=float, default=0.5,
+                    help="share of replayed searches that printed nothing which are replayed as a count "
+                         "(`| wc -l` prints 0), so the agent learns that a count of 0 calls for a different search")
     cs.add_argument("--max-hops", type=int, default=3, help="sub-questions per question (1-3 in the paper)")
     cs.set_defaults(func=coldstart_command)
 
@@ -81,10 +84,10 @@ def coldstart_command(args) -> int:
 
     if (args.limit is not None and args.limit <= 0) or args.max_new_tokens <= 0:
         raise UserError("--limit and --max-new-tokens must be positive")
-    rates = (args.probe_rate, args.fill_budget_rate, args.detour_rate)
+    rates = (args.probe_rate, args.fill_budget_rate, args.detour_rate, args.zero_count_rate)
     if not 0 <= args.dev_percent <= 100 or not all(0 <= r <= 1 for r in rates) or not 1 <= args.max_hops <= 5:
-        raise UserError("--dev-percent must be in [0, 100], --probe-rate, --fill-budget-rate and --detour-rate "
-                        "in [0, 1], --max-hops in [1, 5]")
+        raise UserError("--dev-percent must be in [0, 100], --probe-rate, --fill-budget-rate, --detour-rate and "
+                        "--zero-count-rate in [0, 1], --max-hops in [1, 5]")
     if args.teacher == "offline" and (args.base_url or args.model or args.api_key):
         raise UserError("--base-url / --model / --api-key need --teacher openai")
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
@@ -112,7 +115,8 @@ def coldstart_command(args) -> int:
     accepted = 0
     for item in bar:
         outcome = process_question(item, tutor, planner, tool, seed=args.seed, probe_rate=args.probe_rate,
-                                   fill_budget_rate=args.fill_budget_rate, detour_rate=args.detour_rate)
+                                   fill_budget_rate=args.fill_budget_rate, detour_rate=args.detour_rate,
+                                   zero_count_rate=args.zero_count_rate)
         record = ex.make_record(item, outcome, n_lines)
         ex.append_record(records_path, record)
         done[(item.source, item.id)] = record

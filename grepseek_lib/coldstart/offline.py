@@ -44,6 +44,11 @@ TITLE_GUESS_RATE = 0.5
 EMPTY_OUTPUT_DRAFTS = ("That search printed nothing, and the same command would print nothing again, so I change it.",
                        "No line matched: the corpus does not write it that way. I try a different search.",
                        "The output is empty, so that exact pattern is not in the corpus; I search wider.")
+#: ... and after a count of 0: reading those lines, or counting them again, would print nothing.
+ZERO_COUNT_DRAFTS = ("The count is 0: no line matches, so reading it or counting again is useless. I change the "
+                     "search.",
+                     "0 lines match. The corpus does not spell it that way; I try a different pattern.",
+                     "Nothing matches (count 0), so I widen the search instead of repeating it.")
 
 
 # ---------------------------------------------------------------- text helpers
@@ -423,6 +428,8 @@ class OfflinePlanner:
         last = history[-1]
         if last.probe:
             count = (last.payload.get("stdout") or "").strip().split("\n")[0].strip()
+            if count == "0":
+                return rng.choice(ZERO_COUNT_DRAFTS)
             lines = "1 line matches" if count == "1" else f"{count} lines match"
             return rng.choice((f"{lines}, few enough to read the top ones.",
                                f"The count is {count}, so reading a handful of lines is cheap."))

@@ -27,7 +27,8 @@ _DOLLAR_EXPANDS_UNQUOTED = _DOLLAR_EXPANDS | {"'", '"'}
 _OPERATOR_REASONS = {
     ";": "command lists (`;`) are not allowed; run one pipeline per call",
     "&": "background jobs and `&&` are not allowed; run one pipeline per call",
-    "<": "input redirection is not allowed; name corpus.jsonl as a file argument",
+    "<": "input redirection is not allowed; name corpus.jsonl as a file argument (tr reads only stdin: "
+         "cat corpus.jsonl | tr ...)",
     ">": "output redirection is not allowed (nothing may be written; stderr is already returned separately, "
          "so drop 2>/dev/null); pipe into head instead",
     "(": "subshells and grouping are not allowed; quote parentheses that belong to a pattern",

@@ -5,20 +5,21 @@ SFT: batch 1, lr 1e-4 constant (a 135M model moves too little at 5e-6 in a few d
 every cold-start trajectory: max_length 6,144 keeps all of them (the ~830-token system prompt puts the
 median at ~1.7k SmolLM2 tokens, p90 ~2.9k, max ~5.6k for a trajectory that spends all 5 tool calls);
 longer ones would be dropped, never cut.
-GRPO: G=4 rollouts of 1 question a step, a 256-token turn cap (the cold-start turns reach ~260 tokens),
-3,072 completion tokens (turns plus tool observations: most cold-start trajectories that spend all 5
-calls fit; a rollout whose next observation would not fit ends unanswered, reward 0), over a pool of 3
-training questions for 9 steps: every third of the run sees the same questions, so the first-vs-last
-reward trend compares like with like. The 3 are chosen by probing 12 candidates with 2 sampled episodes
-of the SFT policy each and keeping those whose rewards differ (a group with equal rewards has zero
-advantage: nothing to learn, and its backward pass is skipped). Rollouts sample at temperature 0.7, not
-the paper's 1.0: at 1.0 the 135M policy that passes the format gate in 96% of greedy episodes passed it in
-about half of its GRPO rollouts, so most groups were all-zero format failures. Rollouts are scored one
-per micro-batch (4 accumulated): with all 4 in one forward/backward the process reached 22 GB (float32
-activations, 49k-vocab logits) and was OOM-killed on a 23 GB machine. Observations keep the protocol's 2,048-token cap so the prompt is
-the one evaluation uses. Measured on 2 heavily shared cores (OMP_NUM_THREADS=1, load 4-6): 35-60 s per
-SFT step (the full epoch is ~1.5 h there); a GRPO step took 762 s: ~6.5 min generating (every turn
-re-reads the whole prompt), ~6 min forward/backward, 8 s for the 1.6 GB checkpoint (model + Adam state).
+GRPO: G=4 rollouts of each of 2 questions a step, a 256-token turn cap (the cold-start turns reach ~260
+tokens), 3,072 completion tokens (turns plus tool observations: most cold-start trajectories that spend all
+5 calls fit; a rollout whose next observation would not fit ends unanswered, reward 0), over a pool of the
+same 2 training questions for 10 steps: every step sees both, so the first-vs-last reward trend compares
+like with like on 8 rollouts a step. The 2 are chosen by probing 16 candidates with 2 sampled episodes of
+the SFT policy each and keeping those whose rewards differ (a group with equal rewards has zero advantage:
+nothing to learn, and its backward pass is skipped); with 12 candidates the probe found 2. lr 3e-5: Adam
+moves each weight by about lr a step, and ten steps at the paper's 5e-6 barely move a 135M policy.
+Rollouts sample at temperature 0.7, not the paper's 1.0: at 1.0 the 135M policy that passes the format gate in
+96% of greedy episodes passed it in about half of its GRPO rollouts, so most groups were all-zero format
+failures. Rollouts are scored one per micro-batch (8 accumulated): with 4 in one forward/backward the
+process reached 22 GB (float32 activations, 49k-vocab logits) and was OOM-killed on a 23 GB machine.
+Observations keep the protocol's 2,048-token cap so the prompt is the one evaluation uses. Measured at two
+threads on an idle machine: 10-30 s per SFT step (the 144-step epoch took 51 min); a GRPO step of 4
+rollouts took 95-255 s (generation dominates: every turn re-reads the whole prompt).
 
 `gpu`: the paper's recipe (PAPER.md, stage 2) for a Qwen3.5-9B-class model: SFT 1 epoch at lr 5e-6,
 full fine-tune; GRPO with 5 rollouts x 256 questions a step, 200 steps, lr 5e-6, no KL (beta 0), clip 0.2,
@@ -131,9 +132,9 @@ def cpu_config() -> TrainConfig:
         sft=SFTSettings(learning_rate=1e-4, lr_scheduler_type="constant", warmup_ratio=0.0,
                         per_device_train_batch_size=1, gradient_accumulation_steps=1, max_length=6144,
                         max_examples=None, save_steps=10),
-        grpo=GRPOSettings(num_generations=4, questions_per_step=1, max_steps=9, learning_rate=2e-5,
+        grpo=GRPOSettings(num_generations=4, questions_per_step=2, max_steps=10, learning_rate=3e-5,
                           max_completion_length=3072, max_turn_tokens=256, per_device_train_batch_size=1,
-                          max_questions=3, probe_candidates=12, probe_samples=2, temperature=0.7,
+                          max_questions=2, probe_candidates=16, probe_samples=2, temperature=0.7,
                           gradient_checkpointing=False, use_vllm=False),
     )
 

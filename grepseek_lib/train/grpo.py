@@ -127,6 +127,9 @@ def choose_questions(policy: str | tuple[Any, Any], out: Path, settings: GRPOSet
     saved = Path(out) / QUESTIONS_FILE
     if resume and saved.is_file():
         return json.loads(saved.read_text(encoding="utf-8"))
+    if resume and settings.probe_candidates > 0:
+        print(f"grepseek: {saved} is missing (a run from before it was saved); probing again, so the resumed "
+              "run may train on other questions than its checkpoint did")
     pool = load_questions(settings.train_splits, benchmarks_dir or config.benchmarks_dir(), seed=settings.seed)
     if settings.probe_candidates > 0:
         candidates = pool[:settings.probe_candidates]
