@@ -255,7 +255,8 @@ def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, mo
     assert len(plain) == 2 and "probe_rewards" not in plain[0]
     (tmp_path / grpo.QUESTIONS_FILE).unlink()  # a run from before the choice was saved: probed again, and said
     assert grpo.choose_questions(world["model"], tmp_path, settings, resume=True, **kw) == chosen
-    assert len(seen) == 2 and "probing again" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert len(seen) == 2 and "probing again" in said.out and "probe: 100%" in said.err  # the probe's bar
 
 
 def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
