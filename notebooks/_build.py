@@ -162,6 +162,7 @@ NOTEBOOKS["04_grpo"] = [
            "`train/configs.py`; the parameters below override a few."),
     ("params", PATHS + 'train_config = "cpu"\ngrpo_steps = 1\ngrpo_questions = 2  # questions per step\n'
                "grpo_generations = 2  # rollouts per question (G)\ngrpo_max_completion = 512  # tokens per episode\n"
+               "grpo_pool = 2  # training questions, at least grpo_questions (every step sees the whole pool)\n"
                "grpo_probe_candidates = 2  # questions probed with the SFT policy; 0 trains on the first ones\n"
                "max_new_tokens = 32  # tokens per turn\nmax_tool_calls = 5\nseed = 0\n"),
     ("code", "from dataclasses import replace\nfrom pathlib import Path\n\n"
@@ -173,7 +174,8 @@ NOTEBOOKS["04_grpo"] = [
              "settings = replace(load_config(train_config).grpo, max_steps=grpo_steps, questions_per_step=grpo_questions,\n"
              "                   num_generations=grpo_generations, per_device_train_batch_size=grpo_generations,\n"
              "                   max_completion_length=grpo_max_completion, max_turn_tokens=max_new_tokens,\n"
-             "                   max_tool_calls=max_tool_calls, probe_candidates=grpo_probe_candidates, seed=seed)\n"
+             "                   max_tool_calls=max_tool_calls, max_questions=grpo_pool,\n"
+             "                   probe_candidates=grpo_probe_candidates, seed=seed)\n"
              "settings"),
     ("code", 'summary = run_grpo(str(models / "sft"), out_dir, settings, corpus=Path(data_dir) / "corpus.jsonl",\n'
              '                   shards=Path(data_dir) / "shards", benchmarks_dir=Path(data_dir) / "benchmarks")\n'

@@ -150,6 +150,8 @@ def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypat
     questions = grpo.load_questions(settings.train_splits, world["bench"])
     trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
                                             questions=questions)
+    with pytest.raises(UserError, match="questions_per_step=2"):  # one question cannot fill a step of two
+        grpo.build_trainer(world["model"], tmp_path / "g1", settings, corpus=world["corpus"], questions=questions[:1])
     call = render_turn("Search.", command="rg -F 'Moses' corpus.jsonl | head -n 1")
     answers = iter(["Aaron", "Paris"] * 8)
     captured = _train_scripted(trainer, tokenizer, monkeypatch, lambda calls: render_turn(

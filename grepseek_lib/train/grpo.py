@@ -250,8 +250,9 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
                      max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
     rows = prompt_rows(questions, corpus_lines(tool), settings)
-    if not rows:
-        raise UserError("no training questions")
+    if len(rows) < settings.questions_per_step:  # trl would drop the incomplete batch: no step at all
+        raise UserError(f"{len(rows)} training question(s) but a step needs questions_per_step="
+                        f"{settings.questions_per_step}; raise max_questions (or probe_candidates) or lower it")
     args = GRPOConfig(
         output_dir=str(out / CHECKPOINTS),
         max_steps=max_steps if max_steps is not None else settings.max_steps,
