@@ -105,8 +105,8 @@ def test_trl_adapter_scores_and_logs(tmp_path):
     adapter = TrlShellReward(_FakeTokenizer(), log_path=tmp_path / "parts.jsonl")
     rewards = adapter(prompts=[[], []], completions=[[], []],
                       completion_ids=[[ord(c) for c in text], [ord(c) for c in CALL]],
-                      golds=[GOLDS, GOLDS], log_metric=lambda k, v: logged.__setitem__(k, v))
+                      golds=[GOLDS, GOLDS], id=["q1", "q1"], log_metric=lambda k, v: logged.__setitem__(k, v))
     assert rewards == [pytest.approx(1.0), 0.0]
     assert logged["reward_parts/format_pass_rate"] == 0.5
     record = json.loads((tmp_path / "parts.jsonl").read_text())
-    assert record["answer_rate"] == 0.5 and record["tool_calls"] == 1.0
+    assert record["answer_rate"] == 0.5 and record["tool_calls"] == 1.0 and record["rewards"] == {"q1": [1.0, 0.0]}

@@ -165,6 +165,8 @@ def test_grpo_multi_turn_tool_loop_masks_observations(world, tmp_path, monkeypat
     parts = grpo.read_reward_parts(tmp_path / "g" / grpo.REWARD_PARTS_FILE)
     assert parts[0]["format_pass_rate"] == 1.0 and parts[0]["tool_calls"] == 1.0
     assert 0.0 < parts[0]["reward"] < 1.0  # some rollouts answered right, some wrong
+    groups = parts[0]["rewards"]  # each question's group, keyed by its id
+    assert set(groups) <= {q["id"] for q in questions} and [len(g) for g in groups.values()] == [2] * len(groups)
 
 
 def test_grpo_rollout_gets_the_loops_budget_note_on_its_last_call(world, tmp_path, monkeypatch):

@@ -105,7 +105,7 @@ class TrlShellReward:
 
     def __call__(self, prompts: list, completions: list, completion_ids: list[list[int]], golds: list,
                  trainer_state: Any = None, log_metric: Callable[[str, float], None] | None = None,
-                 **_: Any) -> list[float]:
+                 **columns: Any) -> list[float]:
         parts = [reward_parts(self.turns_of(ids), g, max_tool_calls=self.max_tool_calls)
                  for ids, g in zip(completion_ids, golds, strict=True)]
         summary = summarize_parts(parts)
@@ -115,11 +115,19 @@ class TrlShellReward:
         if self.log_path is not None:
             step = int(getattr(trainer_state, "global_step", 0) or 0)
             record = {"step": step + 1, "n": len(parts), **summary,
-                      "reasons": _top_reasons(parts)}
+                      "reasons": _top_reasons(parts), "rewards": _by_question(parts, columns.get("id"))}
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
         return [p["reward"] for p in parts]
+
+
+def _by_question(parts: Sequence[dict], ids: Sequence[str] | None) -> dict[str, list[float]]:
+    """Each question's rollout rewards (its group), so a trend can be read per question, not only per step."""
+    groups: dict[str, list[float]] = {}
+    for k, p in enumerate(parts):
+        groups.setdefault(str(ids[k]) if ids else "?", []).append(round(p["reward"], 4))
+    return groups
 
 
 def _top_reasons(parts: Sequence[dict], k: int = 3) -> dict[str, int]:
