@@ -18,8 +18,9 @@ Rollouts sample at temperature 0.7, not the paper's 1.0: at 1.0 the 135M policy 
 failures. Rollouts are scored one per micro-batch (8 accumulated): with 4 in one forward/backward the
 process reached 22 GB (float32 activations, 49k-vocab logits) and was OOM-killed on a 23 GB machine.
 Observations keep the protocol's 2,048-token cap so the prompt is the one evaluation uses. Measured at two
-threads on an idle machine: 10-30 s per SFT step (the 144-step epoch took 51 min); a GRPO step of 4
-rollouts took 95-255 s (generation dominates: every turn re-reads the whole prompt).
+threads on an idle machine: 10-30 s per SFT step (the 144-step epoch took 51 min); the probe (32 episodes)
+about 11 min and a GRPO step of 8 rollouts 167-452 s, 292 s on average (generation dominates: every turn
+re-reads the whole prompt): 60 min for the run.
 
 `gpu`: the paper's recipe (PAPER.md, stage 2) for a Qwen3.5-9B-class model: SFT 1 epoch at lr 5e-6,
 full fine-tune; GRPO with 5 rollouts x 256 questions a step, 200 steps, lr 5e-6, no KL (beta 0), clip 0.2,
