@@ -169,7 +169,8 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
                 break
             spare -= 1
             empty = any(a.command == command and a.reason == "empty" for a in verified.attempts)
-            as_count = rng.random() < zero_count_rate and empty and count_command(command)
+            # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
+            as_count = zero_count_rate > 0 and rng.random() < zero_count_rate and empty and count_command(command)
             command = as_count or command
             draft = planner.draft(item, history, rng)
             think = tutor.edit(item, draft, command, history, hop, rng)
