@@ -307,6 +307,23 @@ def test_config_file_overrides(tmp_path):
         load_config(Path(tmp_path / "missing.yaml"))
 
 
+def test_search_habits_count_loops_and_spent_budgets():
+    from grepseek_lib.agent.actions import parse_action
+    from grepseek_lib.agent.trajectory import Trajectory, Turn
+    from grepseek_lib.train.format_check import search_habits
+
+    def episode(*commands: str) -> Trajectory:
+        turns = [Turn(text=c, action=parse_action(render_turn("Search.", command=c))) for c in commands]
+        for turn in turns:
+            turn.observation = {"stdout": ""}
+        return Trajectory(question="q", turns=turns)
+
+    loop = episode("rg -F 'a' corpus.jsonl | wc -l", "rg -F 'b' corpus.jsonl", "rg -F 'a' corpus.jsonl | wc -l")
+    spent = episode(*(f"rg -F '{w}' corpus.jsonl" for w in "abcde"))
+    assert search_habits([loop, spent, episode("rg x corpus.jsonl")]) == {
+        "repeated_command_episodes": 1, "all_calls_spent_episodes": 1}
+
+
 def test_format_check_runs_agent_episodes(world, tmp_path):
     from grepseek_lib.train.format_check import format_check
 
@@ -314,6 +331,7 @@ def test_format_check_runs_agent_episodes(world, tmp_path):
                           benchmarks_dir=world["bench"], max_new_tokens=16, out=tmp_path)
     assert result["episodes"] == 2 and 0.0 <= result["format_pass_rate"] <= 1.0
     assert (tmp_path / "format_check_episodes.jsonl").is_file()
+    assert 0 <= result["repeated_command_episodes"] <= 2 and 0 <= result["all_calls_spent_episodes"] <= 2
     with pytest.raises(UserError, match="training splits"):
         format_check(world["model"], limit=1, benchmarks=["hotpotqa_train"], corpus=world["corpus"],
                      benchmarks_dir=world["bench"])

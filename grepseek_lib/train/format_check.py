@@ -39,6 +39,14 @@ def held_out_questions(benchmarks: Sequence[str], limit: int, benchmarks_dir: Pa
     return items
 
 
+def search_habits(trajectories: Sequence[Any], max_tool_calls: int = config.MAX_TOOL_CALLS) -> dict[str, int]:
+    """Episodes that ran some command more than once (a loop: the same command prints the same output) and
+    episodes that spent every tool call: the two habits that separate a searcher from a stuck policy."""
+    commands = [[turn.action.command for turn in t.turns if turn.observation is not None] for t in trajectories]
+    return {"repeated_command_episodes": sum(len(set(c)) < len(c) for c in commands),
+            "all_calls_spent_episodes": sum(len(c) >= max_tool_calls for c in commands)}
+
+
 def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEFAULT_BENCHMARKS,
                  corpus: Path | None = None, shards: Path | None = None, batch_size: int = 8,
                  max_new_tokens: int = 512, benchmarks_dir: Path | None = None,
@@ -72,6 +80,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
               "mean_f1": sum(p["f1"] for p in parts) / n,
               "mean_reward": sum(p["reward"] for p in parts) / n,
               "failures": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+              **search_habits(trajectories),
               "wall_s": round(time.time() - start, 1)}
     if out is not None:
         out = Path(out)
