@@ -324,7 +324,7 @@ def test_search_habits_count_loops_and_spent_budgets():
         "repeated_command_episodes": 1, "all_calls_spent_episodes": 1}
 
 
-def test_format_check_runs_agent_episodes(world, tmp_path):
+def test_format_check_runs_agent_episodes(world, tmp_path, capsys):
     from grepseek_lib.train.format_check import format_check
 
     result = format_check(world["model"], limit=2, benchmarks=["nq"], corpus=world["corpus"],
@@ -332,6 +332,7 @@ def test_format_check_runs_agent_episodes(world, tmp_path):
     assert result["episodes"] == 2 and 0.0 <= result["format_pass_rate"] <= 1.0
     assert (tmp_path / "format_check_episodes.jsonl").is_file()
     assert 0 <= result["repeated_command_episodes"] <= 2 and 0 <= result["all_calls_spent_episodes"] <= 2
+    assert "format-check: 100%" in capsys.readouterr().err  # a bar of finished episodes
     with pytest.raises(UserError, match="training splits"):
         format_check(world["model"], limit=1, benchmarks=["hotpotqa_train"], corpus=world["corpus"],
                      benchmarks_dir=world["bench"])

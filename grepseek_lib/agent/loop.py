@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from grepseek_lib import config
@@ -98,6 +99,21 @@ def _run_tools(tool, commands: list[str], workers: int) -> list[tuple[dict, floa
         return [one(c) for c in commands]
     with ThreadPoolExecutor(max_workers=min(workers, len(commands))) as pool:
         return list(pool.map(one, commands))
+
+
+@contextmanager
+def episode_progress(total: int, desc: str) -> Iterator[Callable[[Trajectory, Turn], None]]:
+    """A progress bar of finished episodes; yields the `on_turn` callback for `run_batch` that advances it."""
+    from tqdm import tqdm
+
+    ended: set[int] = set()
+    with tqdm(total=total, desc=desc, unit="episode", dynamic_ncols=True) as bar:
+        def on_turn(trajectory: Trajectory, _turn: Turn) -> None:
+            if trajectory.stop_reason and id(trajectory) not in ended:
+                ended.add(id(trajectory))
+                bar.update(1)
+
+        yield on_turn
 
 
 def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MAX_TOOL_CALLS,

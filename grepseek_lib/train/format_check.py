@@ -53,7 +53,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
                  out: Path | None = None) -> dict[str, Any]:
     """Run `limit` greedy episodes; returns the pass rate and its parts (and writes the episodes to `out`)."""
     from grepseek_lib.agent.backends import HFBackend
-    from grepseek_lib.agent.loop import run_batch
+    from grepseek_lib.agent.loop import episode_progress, run_batch
     from grepseek_lib.agent.trajectory import save_jsonl
     from grepseek_lib.shell.tool import ShellTool
     from grepseek_lib.train.reward import reward_parts
@@ -65,7 +65,9 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
     backend = HFBackend(model, batch_size=batch_size)
     tool = ShellTool(corpus, shards=shards, tokenizer=backend.tokenizer)
     start = time.time()
-    trajectories = run_batch(items, backend, tool, max_new_tokens=max_new_tokens, temperature=0.0)
+    with episode_progress(len(items), "format-check") as on_turn:
+        trajectories = run_batch(items, backend, tool, max_new_tokens=max_new_tokens, temperature=0.0,
+                                 on_turn=on_turn)
     parts = [reward_parts(t.assistant_texts(), t.golds) for t in trajectories]
     n = max(len(parts), 1)
     reasons: dict[str, int] = {}

@@ -82,10 +82,8 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
 
     The real agent loop and tool, the GRPO temperature and turn cap, and the reward the trainer uses.
     """
-    from tqdm import tqdm
-
     from grepseek_lib.agent.backends import HFBackend
-    from grepseek_lib.agent.loop import run_batch
+    from grepseek_lib.agent.loop import episode_progress, run_batch
     from grepseek_lib.shell.tool import ShellTool
     from grepseek_lib.train.reward import reward
 
@@ -98,17 +96,10 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
         tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
                          max_obs_tokens=settings.max_obs_tokens, tokenizer=backend.tokenizer)
         items = [q for q in questions for _ in range(settings.probe_samples)]
-        with tqdm(total=len(items), desc="probe", unit="episode", dynamic_ncols=True) as bar:
-            ended: set[int] = set()
-
-            def count_ended(trajectory: Any, _turn: Any) -> None:
-                if trajectory.stop_reason and id(trajectory) not in ended:
-                    ended.add(id(trajectory))
-                    bar.update(1)
-
+        with episode_progress(len(items), "probe") as on_turn:
             episodes = run_batch(items, backend, tool, max_tool_calls=settings.max_tool_calls,
                                  max_new_tokens=settings.max_turn_tokens, temperature=settings.temperature,
-                                 on_turn=count_ended)
+                                 on_turn=on_turn)
     finally:
         if training:
             model.train()
