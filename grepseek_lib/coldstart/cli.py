@@ -35,7 +35,7 @@ def register(subparsers) -> None:
     cs.add_argument("--detour-rate", type=float, default=0.5,
                     help="share of hops in the other trajectories that first replay one search that failed "
                          "(printed nothing or missed the evidence), so the agent learns to change course")
-    cs.add_argument("--zero-count-rate", type=float, default=0.5,
+    cs.add_argument("--zero-count-rate", type=float, default=0.0,
                     help="share of replayed searches that printed nothing which are replayed as a count "
                          "(`| wc -l` prints 0), so the agent learns that a count of 0 calls for a different search")
     cs.add_argument("--max-hops", type=int, default=3, help="sub-questions per question (1-3 in the paper)")
