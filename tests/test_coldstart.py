@@ -216,7 +216,7 @@ def test_full_budget_trajectory_replays_dead_ends_counts_and_meets_the_budget_me
 def test_a_failed_title_guess_is_replayed_and_followed_by_a_different_search(corpus, tool, monkeypatch, as_count):
     from grepseek_lib.coldstart import offline
 
-    monkeypatch.setattr(offline, "TITLE_GUESS_RATE", 1.0)
+    monkeypatch.setattr(offline, "FIRST_SEARCH_WEIGHTS", {"text": 0, "phrase": 0, "cooccur": 0, "title": 1})
     tutor, planner = _roles(corpus)
     item = _item(HOTPOT_BRIDGE)
     rates = dict(probe_rate=0.0, fill_budget_rate=0.0, zero_count_rate=float(as_count))

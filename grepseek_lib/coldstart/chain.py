@@ -24,6 +24,7 @@ from grepseek_lib.coldstart.roles import (
     TeacherError,
     Tutor,
 )
+from grepseek_lib.coldstart.strategies import count_command
 from grepseek_lib.coldstart.verify import Verdict, leaked, output_passages, verify_output
 from grepseek_lib.shell.types import Refused
 
@@ -34,6 +35,9 @@ PROBE_RATE = 0.25
 #: Share of hops whose first dead end is replayed in a short trajectory (when calls are spare), so the
 #: agent sees a search fail and answers it with a different one; a policy that never saw this repeats it.
 DETOUR_RATE = 0.5
+#: Share of those replays that show two failed searches in a row (e.g. a title guess, then its prefix) before
+#: the one that verified: widening is a sequence of steps, each said in the thought before it.
+WIDEN_TWICE_RATE = 0.5
 #: Share of replayed dead ends run as a count (`| wc -l`, which prints 0) instead of a read, so the agent sees
 #: a count of 0 answered by a different search. Off by default: at 0.5 the SFT model still repeated commands
 #: (35/50 held-out episodes vs 36/50) and passed the format gate less often (36/50 vs 48/50).
@@ -133,8 +137,6 @@ def detours(chain: ChainResult, index: int) -> list[str]:
 
 def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CALLS) -> bool:
     """Whether the chain has enough real commands (dead ends + a count per hop) to spend the whole budget."""
-    from grepseek_lib.coldstart.offline import count_command
-
     extra = sum(len(detours(chain, i)) + bool(count_command(chain.hops[i].command)) for i in chain.hops)
     return len(chain.plan) + extra >= max_tool_calls
 
@@ -151,8 +153,6 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
     reads. Such a trajectory meets the budget message and answers after it, a turn the agent must know
     (a policy that loops on one command reaches it) but that 1-3 call trajectories never show.
     """
-    from grepseek_lib.coldstart.offline import count_command
-
     turns: list[Turn] = []
     history: list[Observed] = []
     spare = max_tool_calls - len(chain.plan)
@@ -164,7 +164,10 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
         verified = chain.hops[index]
         dead_ends = detours(chain, index)
         if not fill_budget:
-            dead_ends = dead_ends[:1] if dead_ends and rng.random() < detour_rate else []
+            replayed = 0
+            if dead_ends and rng.random() < detour_rate:
+                replayed = 2 if rng.random() < WIDEN_TWICE_RATE else 1
+            dead_ends = dead_ends[:replayed]
         for command in dead_ends:
             if spare <= 0:
                 break
@@ -177,7 +180,7 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
             think = tutor.edit(item, draft, command, history, hop, rng)
             payload = tool(command)
             turns.append(Turn(think, command, payload, probe=bool(as_count)))
-            history.append(Observed(command, payload, probe=bool(as_count)))
+            history.append(Observed(command, payload, probe=bool(as_count), dead_end=True))
         probe = count_command(verified.command)
         if probe and spare > 0 and (fill_budget or rng.random() < probe_rate):
             spare -= 1

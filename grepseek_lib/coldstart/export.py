@@ -19,6 +19,7 @@ from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.prompt import initial_messages, with_budget_note
 from grepseek_lib.coldstart.accept import STAGES, Outcome
 from grepseek_lib.coldstart.roles import Item
+from grepseek_lib.coldstart.strategies import STRATEGIES, is_count, strategy_of
 
 RECORDS = "records.jsonl"
 DATASET_FIELDS = ("id", "source", "question", "golds", "n_tool_calls", "messages")
@@ -48,10 +49,46 @@ def make_record(item: Item, outcome: Outcome, n_lines: int) -> dict[str, Any]:
               "answer": outcome.answer, "f1": round(outcome.f1, 4), "hops": outcome.hops,
               "n_tool_calls": sum(t.command is not None for t in outcome.turns),
               "commands_run": outcome.commands_run, "plans_tried": outcome.plans_tried,
-              "attempts": [list(entry) for entry in outcome.log]}
+              "attempts": [list(entry) for entry in outcome.log],
+              "first_strategy": first_strategy(outcome.log),
+              "strategies": [strategy_of(t.command) for t in outcome.turns
+                             if t.command is not None and not is_count(t.command)]}
     if outcome.accepted:
         record["messages"] = to_messages(item, outcome, n_lines)
     return record
+
+
+def first_strategy(log: list[tuple[int, str, str]]) -> str:
+    """The strategy of the first command the Tutor tried for the first hop ("none" if it tried none)."""
+    first_hop = [command for hop, command, _ in log if hop == 1]
+    return strategy_of(first_hop[0]) if first_hop else "none"
+
+
+def strategy_report(group: list[dict]) -> dict[str, Any]:
+    """Acceptance per first-search strategy, and how the accepted trajectories search: the strategy of
+    their first call, empty tool replies, and searches that follow an empty or useless one."""
+    report: dict[str, Any] = {}
+    for name in (*STRATEGIES, "other", "none"):
+        tried = [r for r in group if r.get("first_strategy") == name]
+        if tried:
+            accepted = sum(r["accepted"] for r in tried)
+            report[name] = {"questions": len(tried), "accepted": accepted,
+                            "acceptance": round(accepted / len(tried), 4)}
+    accepted = [r for r in group if r["accepted"]]
+    tools = [m for r in accepted for m in r["messages"] if m["role"] == "tool"]
+    firsts = Counter((r.get("strategies") or ["none"])[0] for r in accepted)
+    return {"acceptance_by_first_strategy": report,
+            "first_call_strategy": {k: firsts[k] for k in sorted(firsts)},
+            "tool_replies": len(tools),
+            "empty_tool_replies": sum(_printed_nothing(m["content"]) for m in tools)}
+
+
+def _printed_nothing(tool_content: str) -> bool:
+    """Whether a tool message (compact payload JSON, maybe followed by the budget note) has empty stdout."""
+    try:
+        return not json.loads(tool_content.split("\n\n", 1)[0]).get("stdout", "").strip()
+    except (json.JSONDecodeError, AttributeError):
+        return False
 
 
 def load_records(path: Path) -> dict[tuple[str, str], dict]:
@@ -123,6 +160,7 @@ def stats(ordered: list[dict]) -> dict[str, Any]:
             "passed_stage": passed,
             "tool_calls_mean": round(sum(r["n_tool_calls"] for r in accepted) / len(accepted), 3) if accepted else 0.0,
             "tool_calls_hist": {str(k): calls[k] for k in sorted(calls)},
+            **strategy_report(group),
             "rejections": dict(Counter(f"{r['stage']}:{r['reason'].split(':')[0] if r['reason'].startswith('teacher') else r['reason']}"
                                        for r in group if not r["accepted"]).most_common()),
         }
@@ -135,6 +173,10 @@ def format_table(report: dict[str, Any]) -> str:
     for source, row in report.items():
         lines.append(f"{source:<16}{row['questions']:>5}{row['accepted']:>10}{row['acceptance']:>8.1%}"
                      f"{row['tool_calls_mean']:>7.2f}  " + " ".join(f"{row['passed_stage'][s]:>9}" for s in STAGES))
+    firsts = report.get("all", {}).get("acceptance_by_first_strategy", {})
+    if firsts:
+        lines.append("first search (accepted/tried): " + ", ".join(f"{k} {v['accepted']}/{v['questions']}"
+                                                                  for k, v in firsts.items()))
     top = Counter()
     for source, row in report.items():
         if source != "all":

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, replace
 
 from grepseek_lib.coldstart.roles import Item, Observed, StepContext, SubQuestion
+from grepseek_lib.coldstart.strategies import STRATEGIES
 from grepseek_lib.coldstart.verify import (
     command_patterns,
     contains,
@@ -36,10 +37,9 @@ _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bMrs\.)(?<!\bNo\.)"
                            r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _REF = re.compile(r"#(\d+)")
-#: Share of anchors first looked up as an exact title in the question's own spelling when no evidence passage
-#: is titled exactly that: the guess an agent makes first ("vikings", "Ten commandments"). It usually prints
-#: nothing, the Tutor widens it, and a replayed dead end shows the agent changing course, not repeating it.
-TITLE_GUESS_RATE = 0.5
+#: How often a hop's first search is each strategy (`strategies.STRATEGIES`). A policy trained on title
+#: lookups alone looks every question up as a title, which prints nothing when the wording differs.
+FIRST_SEARCH_WEIGHTS = {"text": 0.3, "phrase": 0.2, "cooccur": 0.35, "title": 0.15}
 #: What the Planner thinks after a search printed nothing: never the same command again.
 EMPTY_OUTPUT_DRAFTS = ("That search printed nothing, and the same command would print nothing again, so I change it.",
                        "No line matched: the corpus does not write it that way. I try a different search.",
@@ -160,6 +160,14 @@ class Search:
     head: int = 5
     program: str = "rg"
 
+    @property
+    def strategy(self) -> str:
+        if self.title:
+            return "title"
+        if self.keyword or self.also:
+            return "cooccur"
+        return "phrase" if self.ignore_case and len(self.anchor.split()) > 1 else "text"
+
     def widen(self) -> Search | None:
         """The next wider search after empty output (drop -w, then case, then the filter, then words)."""
         if self.title == "exact":
@@ -207,11 +215,20 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-def count_command(command: str) -> str | None:
-    """The count-first variant of a reading command (`... | head -n N` -> `... | wc -l`)."""
-    if not re.search(r"\| head -n \d+$", command):
-        return None
-    return re.sub(r"\| head -n \d+$", "| wc -l", command)
+def _first_searches(anchor: str, gold_titles: list[str], kws: list[str],
+                    rng: random.Random) -> dict[str, list[Search]]:
+    """The candidate first searches for one anchor, by strategy. `title` looks the anchor up as an exact
+    title even when no passage is titled so (the guess an agent makes; it usually prints nothing and is
+    widened to the title prefix, then to the passage text)."""
+    titled = [t for t in gold_titles if t and words(t) == words(anchor)]
+    prefixed = [t for t in gold_titles if t and t.startswith(anchor) and t != anchor]
+    title = [Search(titled[0] if titled else anchor, title="exact", head=3)]
+    if prefixed:
+        title.append(Search(anchor + (" (" if prefixed[0].startswith(anchor + " (") else ""), title="prefix"))
+    head = rng.choice((3, 5))
+    phrase = [Search(anchor, ignore_case=True, head=head)] if len(anchor.split()) > 1 else []
+    return {"title": title, "text": [Search(anchor, head=head)], "phrase": phrase,
+            "cooccur": [Search(anchor, k, word=True, ignore_case=rng.random() < 0.5, head=head) for k in kws[:2]]}
 
 
 # ---------------------------------------------------------------- the roles
@@ -223,6 +240,7 @@ class OfflineTutor:
     def __init__(self, passages: dict[str, str], max_hops: int = 3):
         self.passages = passages
         self.max_hops = max_hops
+        self.known: dict[str, Search] = {}  # every command proposed -> its search (to say what changed)
 
     # -- decomposition
     def _gold(self, item: Item) -> dict[str, list[str]]:
@@ -314,30 +332,21 @@ class OfflineTutor:
 
     # -- the chain
     def _searches(self, ctx: StepContext) -> list[Search]:
-        """Searches in the order the Tutor tries them: title lookups and keyword-filtered reads first
-        (the order varies by seed), then wider reads and other keywords."""
+        """Searches in the order the Tutor tries them: the hop's first strategy is drawn from
+        FIRST_SEARCH_WEIGHTS, the other strategies follow, then wider reads and other keywords."""
         step, rng = ctx.step, ctx.rng
         anchors = [ctx.anchor] if ctx.anchor else step.anchors
         kws = step.keywords
+        first = rng.choices(STRATEGIES, weights=[FIRST_SEARCH_WEIGHTS[k] for k in STRATEGIES])[0]
         out: list[Search] = []
         for anchor in anchors:
-            titled = [t for t in step.gold_titles if t and words(t) == words(anchor)]
-            prefixed = [t for t in step.gold_titles if t and t.startswith(anchor) and t != anchor]
-            head = [Search(titled[0], title="exact", head=3)] if titled else []
-            if prefixed:
-                head.append(Search(anchor + (" (" if prefixed[0].startswith(anchor + " (") else ""),
-                                   title="prefix", head=5))
-            filtered = [Search(anchor, k, word=True, ignore_case=rng.random() < 0.5, head=rng.choice((3, 5)))
-                        for k in kws[:2]]
-            ordered = (filtered + head) if filtered and rng.random() < 0.4 else (head + filtered)
-            if anchor not in titled and rng.random() < TITLE_GUESS_RATE:
-                ordered = [Search(anchor, title="exact", head=3), *ordered]
-            out += ordered
+            by_strategy = _first_searches(anchor, step.gold_titles, kws, rng)
+            out += by_strategy.pop(first, [])
+            out += [s for name in STRATEGIES for s in by_strategy.get(name, [])]
             out += [Search(anchor, kws[0], word=True, ignore_case=True, also=kws[1])] if len(kws) > 1 else []
             out += [Search(anchor, ignore_case=True, head=5)]
             out += [Search(anchor, k, ignore_case=True) for k in kws[2:4]]
-            # a long article or a common name: read further down (the count tells the agent it is cheap)
-            out += [replace(s, head=8) for s in head[:1] + filtered[:1]]
+            out += [Search(anchor, head=8)]  # a common name: read further down
             out += [Search(anchor, kws[1], ignore_case=True, also=k) for k in kws[2:4]] if len(kws) > 1 else []
         if rng.random() < 0.15:
             out = [replace(s, program="grep") if not s.title else s for s in out]
@@ -354,12 +363,12 @@ class OfflineTutor:
             while wider is not None and wider.render() in tried:
                 wider = wider.widen()
             if wider is not None:
-                scratch["by_command"][wider.render()] = wider
+                scratch["by_command"][wider.render()] = self.known[wider.render()] = wider
                 return wider.render()
         for search in scratch["queue"]:
             command = search.render()
             if command not in tried:
-                scratch["by_command"][command] = search
+                scratch["by_command"][command] = self.known[command] = search
                 return command
         return None
 
@@ -389,8 +398,36 @@ class OfflineTutor:
                                          "The output says \"{q}\"")).format(q=quote))
                 parts.append(rng.choice(("So {a} is the link to follow.", "{a} is the entity to look up next.",
                                          "Next I need the passage about {a}.")).format(a=anchor))
+        if history and history[-1].dead_end and not history[-1].probe and command in self.known:
+            printed = bool((history[-1].payload.get("stdout") or "").strip())
+            parts.append(change_reason(self.known.get(history[-1].command), self.known[command], printed, rng))
         parts.append(_motivation(command, patterns, rng))
         return " ".join(p for p in parts if p)
+
+
+def change_reason(before: Search | None, after: Search, printed: bool, rng: random.Random) -> str:
+    """Why the search after a failed one is different: the one step that widened it, or a new angle."""
+    if before is None:
+        return ""
+    if printed:  # lines came back, but not the ones needed
+        return rng.choice(("Those lines do not give what I need, so I change the search.",
+                           "That output is about something else; I search from another angle."))
+    if before.title == "exact" and after.title == "prefix":
+        return "No passage has exactly that title; I match the start of the title line instead."
+    if before.title and not after.title:
+        return "The title line does not match, so I search the passage text instead."
+    if before.word and not after.word:
+        return "Matching whole words only was too strict, so I drop -w."
+    if not before.ignore_case and after.ignore_case:
+        return "The corpus may write it in another case, so I add -i."
+    dropped = [w for w in (before.also, before.keyword) if w and w not in (after.also, after.keyword)]
+    if dropped:
+        return f"Requiring '{dropped[0]}' on the same line was too narrow, so I drop that filter."
+    if after.anchor in before.anchor and len(after.anchor) < len(before.anchor):
+        return f"The whole phrase does not occur; I search for fewer words: '{after.anchor}'."
+    if after.anchor != before.anchor:
+        return f"Nothing matched '{before.anchor}', so I try another name from the question: '{after.anchor}'."
+    return "That pattern printed nothing; I search differently."
 
 
 def _motivation(command: str, patterns: list[str], rng: random.Random) -> str:

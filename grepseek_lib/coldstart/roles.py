@@ -76,6 +76,7 @@ class Observed:
     command: str
     payload: dict
     probe: bool = False  # a count before reading, not evidence
+    dead_end: bool = False  # a replayed search that did not verify: the next search must differ and say why
 
     @property
     def text(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.eval.evidence import summarize_search, trajectory_report
 
 DEFAULT_BENCHMARKS = ("nq", "hotpotqa")
 
@@ -45,6 +46,20 @@ def search_habits(trajectories: Sequence[Any], max_tool_calls: int = config.MAX_
     commands = [[turn.action.command for turn in t.turns if turn.observation is not None] for t in trajectories]
     return {"repeated_command_episodes": sum(len(set(c)) < len(c) for c in commands),
             "all_calls_spent_episodes": sum(len(c) >= max_tool_calls for c in commands)}
+
+
+def by_benchmark(trajectories: Sequence[Any], parts: Sequence[dict]) -> dict[str, dict[str, float]]:
+    """Format pass, F1 and the search rates per benchmark (episode ids are `benchmark:id`)."""
+    groups: dict[str, list[int]] = {}
+    for index, trajectory in enumerate(trajectories):
+        groups.setdefault(str(trajectory.id).split(":", 1)[0], []).append(index)
+    table = {}
+    for name, indices in groups.items():
+        n = len(indices)
+        table[name] = {"episodes": n, "format_pass_rate": sum(parts[i]["format_ok"] for i in indices) / n,
+                       "mean_f1": sum(parts[i]["f1"] for i in indices) / n,
+                       **summarize_search([trajectory_report(trajectories[i]) for i in indices])}
+    return table
 
 
 def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEFAULT_BENCHMARKS,
@@ -83,6 +98,8 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
               "mean_reward": sum(p["reward"] for p in parts) / n,
               "failures": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
               **search_habits(trajectories),
+              **summarize_search([trajectory_report(t) for t in trajectories]),
+              "by_benchmark": by_benchmark(trajectories, parts),
               "wall_s": round(time.time() - start, 1)}
     if out is not None:
         out = Path(out)

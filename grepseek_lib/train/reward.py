@@ -14,6 +14,7 @@ special tokens kept and cuts it back into raw assistant turns at the template's 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.agent.actions import first_answer, format_gate, parse_action
 from grepseek_lib.agent.chat_template import IM_END, IM_START
+from grepseek_lib.eval.evidence import search_report, summarize_search
 from grepseek_lib.eval.metrics import f1
 
 #: The header our chat template writes before every assistant turn (the generation prompt).
@@ -56,17 +58,38 @@ def split_decoded_turns(text: str) -> list[str]:
     return [piece.split(IM_END, 1)[0] for piece in pieces]
 
 
+_TOOL_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+
+
+def decoded_stdouts(text: str) -> list[str]:
+    """The stdout of every tool response in a decoded completion (payload JSON, maybe a budget note after it)."""
+    stdouts = []
+    for block in _TOOL_RESPONSE.findall(text):
+        try:
+            payload = json.loads(block.split("\n", 1)[0])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(payload, dict):
+            stdouts.append(str(payload.get("stdout") or ""))
+    return stdouts
+
+
 def reward_parts(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequence[str], *,
-                 max_tool_calls: int = config.MAX_TOOL_CALLS) -> dict[str, Any]:
-    """Everything the reward is made of, for logging: format_ok, reason, n_tool_calls, answered, f1, reward."""
+                 max_tool_calls: int = config.MAX_TOOL_CALLS, stdouts: Sequence[str] | None = None) -> dict[str, Any]:
+    """Everything the reward is made of, for logging: format_ok, reason, n_tool_calls, answered, f1, reward;
+    given the tool outputs, also the search report (evidence found, empty first search, repeated command)."""
     turns = assistant_turns(completion)
     ok, reason = format_gate(turns, max_tool_calls=max_tool_calls)
     answer = first_answer(turns)
     score = f1(answer, list(golds) if not isinstance(golds, str) else golds) if answer is not None else 0.0
-    n_tool_calls = sum(parse_action(turn).kind == "tool" for turn in turns)
-    return {"format_ok": bool(ok), "reason": reason, "n_tool_calls": n_tool_calls,
-            "answered": answer is not None, "answer": answer, "f1": float(score),
-            "reward": float(score) if ok else 0.0}
+    actions = [parse_action(turn) for turn in turns]
+    commands = [a.command or "" for a in actions if a.kind == "tool"]
+    parts = {"format_ok": bool(ok), "reason": reason, "n_tool_calls": len(commands),
+             "answered": answer is not None, "answer": answer, "f1": float(score),
+             "reward": float(score) if ok else 0.0}
+    if stdouts is not None:
+        parts.update(search_report(commands[:len(stdouts)], list(stdouts), golds))
+    return parts
 
 
 def reward(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequence[str], *,
@@ -78,11 +101,14 @@ def reward(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequen
 def summarize_parts(parts: Sequence[dict]) -> dict[str, float]:
     """Batch means of the reward parts (the per-step figures that get plotted)."""
     n = max(len(parts), 1)
-    return {"reward": sum(p["reward"] for p in parts) / n,
-            "format_pass_rate": sum(p["format_ok"] for p in parts) / n,
-            "answer_rate": sum(p["answered"] for p in parts) / n,
-            "tool_calls": sum(p["n_tool_calls"] for p in parts) / n,
-            "f1": sum(p["f1"] for p in parts) / n}
+    summary = {"reward": sum(p["reward"] for p in parts) / n,
+               "format_pass_rate": sum(p["format_ok"] for p in parts) / n,
+               "answer_rate": sum(p["answered"] for p in parts) / n,
+               "tool_calls": sum(p["n_tool_calls"] for p in parts) / n,
+               "f1": sum(p["f1"] for p in parts) / n}
+    if parts and all("evidence_found" in p for p in parts):
+        summary.update(summarize_search(parts))
+    return summary
 
 
 class TrlShellReward:
@@ -100,14 +126,19 @@ class TrlShellReward:
         self.max_tool_calls = max_tool_calls
         self.log_path = Path(log_path) if log_path else None
 
+    def decode(self, completion_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(completion_ids), skip_special_tokens=False)
+
     def turns_of(self, completion_ids: Sequence[int]) -> list[str]:
-        return split_decoded_turns(self.tokenizer.decode(list(completion_ids), skip_special_tokens=False))
+        return split_decoded_turns(self.decode(completion_ids))
 
     def __call__(self, prompts: list, completions: list, completion_ids: list[list[int]], golds: list,
                  trainer_state: Any = None, log_metric: Callable[[str, float], None] | None = None,
                  **columns: Any) -> list[float]:
-        parts = [reward_parts(self.turns_of(ids), g, max_tool_calls=self.max_tool_calls)
-                 for ids, g in zip(completion_ids, golds, strict=True)]
+        texts = [self.decode(ids) for ids in completion_ids]
+        parts = [reward_parts(split_decoded_turns(text), g, max_tool_calls=self.max_tool_calls,
+                              stdouts=decoded_stdouts(text))
+                 for text, g in zip(texts, golds, strict=True)]
         summary = summarize_parts(parts)
         if log_metric is not None:
             for key, value in summary.items():

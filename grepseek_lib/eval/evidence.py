@@ -1,0 +1,62 @@
+"""Did the search find the answer? Evidence recall and the two search habits that explain a miss.
+
+An episode has found its evidence when some tool output holds a gold answer, compared as the metrics
+compare answers (SQuAD normalisation, whole tokens). Corpus lines are JSON with `\\uXXXX` escapes, so each
+printed line is decoded before matching: "Zürich" is found whether or not the corpus escaped it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from grepseek_lib.eval.metrics import normalize_answer
+
+
+def readable(stdout: str) -> str:
+    """The printed text as a reader sees it: each corpus line's `contents` decoded, other lines as they are."""
+    lines = []
+    for line in stdout.splitlines():
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, ValueError):
+            lines.append(line)
+            continue
+        lines.append(str(record.get("contents", line)) if isinstance(record, dict) else line)
+    return "\n".join(lines)
+
+
+def answer_in(text: str, golds: str | Iterable[str]) -> bool:
+    """Whether a normalised gold answer occurs as whole tokens in the normalised text."""
+    haystack = f" {normalize_answer(text)} "
+    golds = [golds] if isinstance(golds, str) else list(golds)
+    return any(f" {gold} " in haystack for gold in (normalize_answer(g) for g in golds) if gold)
+
+
+def search_report(commands: Sequence[str], stdouts: Sequence[str], golds: str | Iterable[str]) -> dict[str, Any]:
+    """One episode's search: evidence found, first search empty (None without a search), a command repeated."""
+    return {"evidence_found": any(answer_in(readable(out), golds) for out in stdouts),
+            "first_search_empty": (not stdouts[0].strip()) if stdouts else None,
+            "repeated_command": len(set(commands)) < len(commands)}
+
+
+def tool_outputs(observations: Iterable[dict | None]) -> list[str]:
+    """The stdout of each tool payload (format errors and calls past the budget have none)."""
+    return [str(o.get("stdout") or "") for o in observations if isinstance(o, dict)]
+
+
+def trajectory_report(trajectory: Any) -> dict[str, Any]:
+    """`search_report` of an agent-loop Trajectory (eval records, format-check episodes)."""
+    ran = [turn for turn in trajectory.turns if turn.observation is not None]
+    return search_report([turn.action.command or "" for turn in ran], tool_outputs(t.observation for t in ran),
+                         trajectory.golds)
+
+
+def summarize_search(reports: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Rates over episodes: evidence recall, empty first searches (of episodes that searched), repeats."""
+    n = max(len(reports), 1)
+    searched = [r for r in reports if r.get("first_search_empty") is not None]
+    return {"evidence_recall": sum(bool(r["evidence_found"]) for r in reports) / n,
+            "first_search_empty_rate": sum(bool(r["first_search_empty"]) for r in searched) / max(len(searched), 1),
+            "repeated_command_rate": sum(bool(r["repeated_command"]) for r in reports) / n}

@@ -1,0 +1,150 @@
+"""Cold start teaches several first searches and says why each search after a failed one differs; the
+search report (evidence found, empty first search, repeated command) is computed the same for eval,
+format-check and GRPO rollouts."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import pytest
+
+from grepseek_lib.agent.actions import render_turn
+from grepseek_lib.agent.chat_template import tool_messages_as_user
+from grepseek_lib.coldstart import offline
+from grepseek_lib.coldstart.accept import process_question
+from grepseek_lib.coldstart.export import make_record, stats, strategy_report
+from grepseek_lib.coldstart.offline import Search, change_reason
+from grepseek_lib.coldstart.strategies import count_command, strategy_of
+from grepseek_lib.eval.evidence import answer_in, readable, search_report, summarize_search
+from grepseek_lib.shell.tool import observation_text
+from grepseek_lib.train.reward import TrlShellReward, decoded_stdouts, reward_parts
+from tests.test_coldstart import HOTPOT_BRIDGE, MUSIQUE, _item, _roles, _write_corpus
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("rg -F '\\\"Hank Snow\\\"' corpus.jsonl | head -n 3", "title"),
+    ("rg -F '\\\"Moon Garden (' corpus.jsonl | head -n 5", "title"),
+    ("rg -F 'Hank Snow' corpus.jsonl | head -n 5", "text"),
+    ("grep -F 'Hank' corpus.jsonl | head -n 5", "text"),
+    ("rg -F -i 'moon garden' corpus.jsonl | head -n 3", "phrase"),
+    ("rg -Fi 'moon garden' corpus.jsonl", "phrase"),
+    ("rg -F -i 'Velmont' corpus.jsonl | head -n 3", "text"),
+    ("rg -F -w 'Hank Snow' corpus.jsonl | rg -i -w 'died' | head -n 3", "cooccur"),
+    ("wc -l corpus.jsonl", "other"),
+    ("rg -F 'x' corpus.jsonl; rm -rf /", "other"),
+])
+def test_strategy_of_reads_the_command_text(command, expected):
+    assert strategy_of(command) == expected
+
+
+def test_count_command_only_rewrites_a_trailing_head():
+    assert count_command("rg -F 'a' corpus.jsonl | head -n 5") == "rg -F 'a' corpus.jsonl | wc -l"
+    assert count_command("rg -F 'a' corpus.jsonl") is None
+
+
+def test_every_widening_step_says_why():
+    rng = random.Random(0)
+    steps = [Search("Moon Garden", title="exact"), Search("Moon Garden (", title="prefix"),
+             Search("Moon Garden", "director", word=True), Search("Moon Garden", "director"),
+             Search("Moon Garden", "director", ignore_case=True), Search("Moon Garden", ignore_case=True),
+             Search("Garden", ignore_case=True), Search("Arno Pike", ignore_case=True)]
+    reasons = [change_reason(a, b, False, rng) for a, b in zip(steps, steps[1:], strict=False)]
+    assert reasons[0].startswith("No passage has exactly that title")
+    assert "passage text" in reasons[1] and "-w" in reasons[2] and "-i" in reasons[3]
+    assert "'director'" in reasons[4] and "fewer words: 'Garden'" in reasons[5]
+    assert "another name" in reasons[6] and "'Arno Pike'" in reasons[6]
+    assert "from another angle" in change_reason(steps[2], steps[3], True, random.Random(1)) or \
+        "do not give" in change_reason(steps[2], steps[3], True, random.Random(1))
+    assert change_reason(None, steps[0], False, rng) == ""
+
+
+def test_first_searches_vary_and_no_trajectory_repeats_a_command(tmp_path):
+    from grepseek_lib.shell.tool import ShellTool
+
+    corpus = _write_corpus(tmp_path / "corpus.jsonl")
+    tool = ShellTool(corpus, timeout=20)
+    tutor, planner = _roles(corpus)
+    firsts = Counter()
+    for seed in range(24):
+        for row in (MUSIQUE, HOTPOT_BRIDGE):
+            outcome = process_question(_item(row), tutor, planner, tool, seed=seed, fill_budget_rate=0.0)
+            assert outcome.accepted, (seed, row["id"], outcome.stage, outcome.reason)
+            commands = [t.command for t in outcome.turns if t.command]
+            assert len(set(commands)) == len(commands)
+            firsts[strategy_of(commands[0])] += 1
+    assert len(firsts) >= 3 and firsts["title"] < sum(firsts.values()) / 2, firsts
+
+
+def test_a_replayed_dead_end_is_followed_by_a_thought_that_says_what_changed(tmp_path, monkeypatch):
+    from grepseek_lib.shell.tool import ShellTool
+
+    monkeypatch.setattr(offline, "FIRST_SEARCH_WEIGHTS", {"text": 0, "phrase": 0, "cooccur": 0, "title": 1})
+    corpus = _write_corpus(tmp_path / "corpus.jsonl")
+    tutor, planner = _roles(corpus)
+    outcome = process_question(_item(HOTPOT_BRIDGE), tutor, planner, ShellTool(corpus, timeout=20),
+                               probe_rate=0.0, fill_budget_rate=0.0, detour_rate=1.0)
+    calls = [t for t in outcome.turns if t.command]
+    assert calls[0].payload["stdout"] == "" and strategy_of(calls[0].command) == "title"
+    assert "No passage has exactly that title" in calls[1].think
+    record = make_record(_item(HOTPOT_BRIDGE), outcome, 9)
+    assert record["first_strategy"] == "title" and record["strategies"][0] == "title"
+    report = strategy_report([record])
+    assert report["acceptance_by_first_strategy"]["title"] == {"questions": 1, "accepted": 1, "acceptance": 1.0}
+    assert report["empty_tool_replies"] == 1 and report["tool_replies"] == len(calls)
+    assert stats([record])["all"]["first_call_strategy"] == {"title": 1}
+
+
+def test_evidence_is_matched_on_decoded_corpus_text():
+    line = json.dumps({"id": "7", "contents": "\"Z\u00fcrich\"\nZ\u00fcrich is a city in Switzerland."})
+    assert "\\u00fc" in line and "Zürich is a city" in readable(line + "\nplain line")
+    assert answer_in(readable(line), ["zurich", "Zürich"]) and not answer_in(readable(line), ["Zur"])
+    assert answer_in("The answer is the Eiffel Tower.", "eiffel tower")
+    report = search_report(["rg a", "rg b", "rg a"], ["", line, ""], ["Zürich"])
+    assert report == {"evidence_found": True, "first_search_empty": True, "repeated_command": True}
+    none = search_report([], [], ["x"])
+    assert none == {"evidence_found": False, "first_search_empty": None, "repeated_command": False}
+    rates = summarize_search([report, none])
+    assert rates == {"evidence_recall": 0.5, "first_search_empty_rate": 1.0, "repeated_command_rate": 0.5}
+
+
+def test_grpo_reward_parts_read_the_tool_outputs_out_of_the_decoded_rollout(tiny):
+    from grepseek_lib.train.models import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny)
+    command = "rg -F 'Hank Snow' corpus.jsonl | head -n 1"
+    payload = {"command": command, "stdout": json.dumps({"id": "2", "contents": "He died in Tennessee."}) + "\n",
+               "stderr": "", "exit_code": 0, "timed_out": False, "truncated": False}
+    messages = [{"role": "assistant", "content": render_turn("Look him up.", command)},
+                {"role": "tool", "content": observation_text(payload)},
+                {"role": "assistant", "content": render_turn("He died in Tennessee.", answer="Tennessee")}]
+    text = tokenizer.apply_chat_template(tool_messages_as_user(messages), tokenize=False)
+    assert decoded_stdouts(text) == [payload["stdout"]]
+    reward = TrlShellReward(tokenizer)
+    ids = tokenizer(text.split("<|im_start|>assistant\n", 1)[1], add_special_tokens=False)["input_ids"]
+    assert decoded_stdouts(reward.decode(ids)) == [payload["stdout"]]
+    parts = reward_parts([m["content"] for m in messages if m["role"] == "assistant"], ["Tennessee"],
+                         stdouts=decoded_stdouts(text))
+    assert parts["evidence_found"] and not parts["first_search_empty"] and parts["reward"] == 1.0
+
+
+def test_format_check_reports_search_rates_per_benchmark():
+    from grepseek_lib.agent.actions import parse_action
+    from grepseek_lib.agent.trajectory import Trajectory, Turn
+    from grepseek_lib.train.format_check import by_benchmark
+
+    def episode(qid: str, *outputs: str) -> Trajectory:
+        turns = []
+        for k, out in enumerate(outputs):
+            command = f"rg -F 'w{k % 2}' corpus.jsonl"
+            turns.append(Turn(text=command, action=parse_action(render_turn("Search.", command=command)),
+                              observation={"stdout": out}))
+        return Trajectory(question="q", id=qid, golds=["Tennessee"], turns=turns)
+
+    episodes = [episode("nq:1", "", "in Tennessee"), episode("nq:2", "x", "y", "z"), episode("popqa:1")]
+    parts = [{"format_ok": True, "f1": 1.0}, {"format_ok": False, "f1": 0.0}, {"format_ok": True, "f1": 0.5}]
+    table = by_benchmark(episodes, parts)
+    assert table["nq"] == {"episodes": 2, "format_pass_rate": 0.5, "mean_f1": 0.5, "evidence_recall": 0.5,
+                           "first_search_empty_rate": 0.5, "repeated_command_rate": 0.5}
+    assert table["popqa"]["evidence_recall"] == 0.0 and table["popqa"]["first_search_empty_rate"] == 0.0
