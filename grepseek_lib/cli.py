@@ -1,4 +1,7 @@
-"""The `grepseek` command: a thin dispatcher; each package registers its own sub-commands."""
+"""The `grepseek` command: a thin dispatcher; each package registers its own sub-commands.
+
+A mistake a user can fix (UserError) ends as one line `grepseek: error: ...` and exit 2, like argparse's own.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ COMMAND_MODULES = (
     "grepseek_lib.data.cli",
     "grepseek_lib.shell.cli",
     "grepseek_lib.agent.cli",
+    "grepseek_lib.eval.cli",
     "grepseek_lib.coldstart.cli",
     "grepseek_lib.train.cli",
     "grepseek_lib.bench.cli",
@@ -20,8 +24,17 @@ COMMAND_MODULES = (
 )
 
 
+DESCRIPTION = """\
+GrepSeek: a search agent that answers questions by running read-only shell pipelines (rg, grep, ...)
+over a raw text corpus, and the recipe that trains and evaluates it.
+
+Start with `grepseek data build` (the mini-wiki corpus and benchmarks), then `grepseek ask "QUESTION"`
+and `grepseek eval --limit 5`. `grepseek COMMAND --help` explains each command."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grepseek", description=__doc__)
+    parser = argparse.ArgumentParser(prog="grepseek", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         try:
