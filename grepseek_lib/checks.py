@@ -7,6 +7,7 @@ only `model_name` may touch the network (one query with a short timeout).
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import tempfile
@@ -34,14 +35,18 @@ def _probe_write(folder: Path, flag: str, target: Path) -> None:
     os.unlink(probe)
 
 
-def writable_dir(path: str | Path, flag: str = "--out") -> Path:
-    """`path` as an output folder: an existing writable folder, or one that can be created."""
+def writable_dir(path: str | Path, flag: str = "--out", *, shown: Path | None = None) -> Path:
+    """`path` as an output folder: an existing writable folder, or one that can be created.
+
+    `shown` is the path the message names (the file, when checking a file's folder).
+    """
     path = Path(path).expanduser()
+    shown = shown or path
     base = _existing_ancestor(path)
     if not base.is_dir():
-        where = "is" if base == path else f"is inside {base}, which is"
-        raise UserError(f"{flag} {path} {where} a file, not a folder; choose a folder")
-    _probe_write(base, flag, path)
+        where = "is" if base == shown else f"is inside {base}, which is"
+        raise UserError(f"{flag} {shown} {where} a file, not a folder; choose a folder")
+    _probe_write(base, flag, shown)
     return path
 
 
@@ -50,19 +55,40 @@ def writable_file(path: str | Path, flag: str = "--out") -> Path:
     path = Path(path).expanduser()
     if path.is_dir():
         raise UserError(f"{flag} {path} is a folder; give a file name")
-    writable_dir(path.parent, flag)
+    writable_dir(path.parent, flag, shown=path)
+    return path
+
+
+def existing_file(path: str | Path, flag: str, what: str = "file") -> Path:
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UserError(f"{flag} {path}: no such {what}" + ("; it is a folder" if path.is_dir() else ""))
+    return path
+
+
+def existing_dir(path: str | Path, flag: str, what: str = "folder") -> Path:
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        raise UserError(f"{flag} {path}: no such {what}")
     return path
 
 
 def positive(flag: str, value: float | None) -> None:
-    """None means 'not given'; anything else must be > 0."""
-    if value is not None and value <= 0:
-        raise UserError(f"{flag} must be positive, got {value:g}")
+    """None means 'not given'; anything else must be a finite number > 0 (argparse lets `nan` and `inf` in)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError(f"{flag} must be a positive number, got {value:g}")
 
 
 def non_negative(flag: str, value: float | None) -> None:
-    if value is not None and value < 0:
+    """None means 'not given'; anything else must be a finite number >= 0."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
         raise UserError(f"{flag} must be 0 or more, got {value:g}")
+
+
+def fraction(flag: str, value: float, high: float = 1.0) -> None:
+    """A share: a finite number in [0, high]."""
+    if not (math.isfinite(value) and 0 <= value <= high):
+        raise UserError(f"{flag} must be between 0 and {high:g}, got {value:g}")
 
 
 #: Model names grepseek builds itself (train/models.py): smollm2 from its wheel, tiny from scratch.

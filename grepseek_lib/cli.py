@@ -6,10 +6,15 @@ A mistake a user can fix (UserError) ends as one line `grepseek: error: ...` and
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
 from grepseek_lib.errors import UserError
+
+#: Failures of the machine rather than of grepseek (permissions, a full or read-only disk) that a run meets
+#: after its up-front checks passed: one line, not a traceback.
+_ENVIRONMENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
 
 #: Modules exposing `register(subparsers)`; each sub-command sets `func(args) -> int`.
 COMMAND_MODULES = (
@@ -47,13 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str) -> str:
+    """A message as one line (some wrap a library's multi-line error)."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"grepseek: error: {exc}", file=sys.stderr)
+        print(f"grepseek: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        print(f"grepseek: error: {exc.strerror}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("grepseek: interrupted", file=sys.stderr)
         return 130

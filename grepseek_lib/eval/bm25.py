@@ -7,7 +7,6 @@ corpus never reuses a stale index.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -17,6 +16,7 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.eval.identity import file_sha256
 
 #: Passages given to the reader by default (short enough for a 135M model's context).
 DEFAULT_TOP_K = 3
@@ -59,12 +59,8 @@ def read_passages(corpus: Path) -> list[Passage]:
 
 
 def corpus_fingerprint(corpus: Path) -> str:
-    """Content hash of the corpus: the cache key of its index."""
-    digest = hashlib.sha256()
-    with corpus.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
+    """Content hash of the corpus: the cache key of its index (hashed once per size and mtime)."""
+    return file_sha256(corpus)[:16]
 
 
 def default_index_dir(corpus: Path) -> Path:

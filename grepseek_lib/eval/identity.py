@@ -85,8 +85,15 @@ def read_identity(out_dir: Path) -> dict[str, Any] | None:
 
 def differences(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """`key: old -> new` for each compared setting that both records have and that differs."""
-    return [f"{key} {before[key]!r} -> {value!r}" for key, value in now.items()
+    return [f"{key} {_show(before[key])} -> {_show(value)}" for key, value in now.items()
             if key not in INFORMATIONAL and key in before and before[key] != value]
+
+
+def _show(value: Any) -> str:
+    """A value for a one-line message: a sha256 cut to 12 hex digits."""
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12]
+    return repr(value)
 
 
 def check_and_record(out_dir: Path, identity: dict[str, Any]) -> None:

@@ -6,10 +6,14 @@ Heavy imports (torch, transformers, trl) happen inside the command functions so 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
+from grepseek_lib import config
+from grepseek_lib.checks import existing_dir, existing_file, model_name, non_negative, positive, writable_dir
 from grepseek_lib.errors import UserError
+from grepseek_lib.train.configs import load_config
 
 
 def register(subparsers) -> None:
@@ -57,16 +61,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=None, help="override the config's learning rate")
 
 
-def _positive(name: str, value: int | None) -> None:
-    if value is not None and value <= 0:
-        raise UserError(f"{name} must be positive, got {value}")
-
-
 def _settings(args: argparse.Namespace, stage: str):
-    import dataclasses
-
-    from grepseek_lib.train.configs import load_config
-
+    """The config (checked whole) with the command line's overrides, each checked too."""
     cfg = load_config(args.config)
     settings = getattr(cfg, stage)
     overrides = {"learning_rate": args.lr}
@@ -76,20 +72,31 @@ def _settings(args: argparse.Namespace, stage: str):
         overrides.update(questions_per_step=args.questions_per_step, num_generations=args.num_generations,
                          max_questions=args.max_questions)
     for key, value in overrides.items():
-        _positive(f"--{key.replace('_', '-')}", value)
+        positive(f"--{key.replace('_', '-')}", value)
     if stage == "grpo" and args.probe_candidates is not None:
-        if args.probe_candidates < 0:
-            raise UserError(f"--probe-candidates must be 0 or more, got {args.probe_candidates}")
+        non_negative("--probe-candidates", args.probe_candidates)
         overrides["probe_candidates"] = args.probe_candidates
     settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v is not None})
-    _positive("--max-steps", args.max_steps)
+    positive("--max-steps", args.max_steps)
+    if stage == "grpo":
+        settings.gradient_accumulation_steps  # noqa: B018 -- a batch that does not divide fails here
     return cfg, settings
+
+
+def _corpus(corpus: Path | None, shards: Path | None) -> None:
+    """The corpus (and shard folder) a run searches must exist before its model loads."""
+    existing_file(corpus or config.default_corpus(), "--corpus", "corpus file (run `grepseek data build`)")
+    if shards is not None:
+        existing_dir(shards, "--shards", "shard folder (build it with `grepseek shard`)")
 
 
 def sft_command(args: argparse.Namespace) -> int:
     from grepseek_lib.train.sft import run_sft
 
     cfg, settings = _settings(args, "sft")
+    existing_file(args.data, "--data", "chat JSONL (make one with `grepseek coldstart`)")
+    model_name(args.model or cfg.model)
+    writable_dir(args.out)
     summary = run_sft(args.data, args.model or cfg.model, args.out, settings, lora=args.lora or settings.lora,
                       resume=args.resume, max_steps=args.max_steps)
     print(json.dumps({k: v for k, v in summary.items() if k != "settings"}, indent=2, default=str))
@@ -100,7 +107,9 @@ def grpo_command(args: argparse.Namespace) -> int:
     from grepseek_lib.train.grpo import run_grpo
 
     _, settings = _settings(args, "grpo")
-    settings.gradient_accumulation_steps  # noqa: B018 -- fail early on a batch that does not divide
+    model_name(args.model)
+    writable_dir(args.out)
+    _corpus(args.corpus, args.shards)
     summary = run_grpo(args.model, args.out, settings, corpus=args.corpus, shards=args.shards,
                        lora=args.lora or settings.lora, resume=args.resume, max_steps=args.max_steps)
     print(json.dumps({k: v for k, v in summary.items() if k != "settings"}, indent=2, default=str))
@@ -110,8 +119,15 @@ def grpo_command(args: argparse.Namespace) -> int:
 def format_check_command(args: argparse.Namespace) -> int:
     from grepseek_lib.train.format_check import format_check
 
-    _positive("--limit", args.limit)
+    positive("--limit", args.limit)
+    positive("--batch-size", args.batch_size)
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    if not benchmarks:
+        raise UserError("--benchmarks is empty; name held-out benchmarks such as nq,hotpotqa")
+    model_name(args.model)
+    if args.out is not None:
+        writable_dir(args.out)
+    _corpus(args.corpus, None)
     result = format_check(args.model, limit=args.limit, benchmarks=benchmarks, corpus=args.corpus,
                           batch_size=args.batch_size, out=args.out)
     print(json.dumps(result, indent=2))
