@@ -72,7 +72,7 @@ def _settings(args: argparse.Namespace, stage: str):
         overrides.update(questions_per_step=args.questions_per_step, num_generations=args.num_generations,
                          max_questions=args.max_questions)
     for key, value in overrides.items():
-        positive(f"--{key.replace('_', '-')}", value)
+        positive("--lr" if key == "learning_rate" else f"--{key.replace('_', '-')}", value)
     if stage == "grpo" and args.probe_candidates is not None:
         non_negative("--probe-candidates", args.probe_candidates)
         overrides["probe_candidates"] = args.probe_candidates
