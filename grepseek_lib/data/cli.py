@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Build data/miniwiki from the raw QA / Wikipedia folder; with --corpus-from / "
         "--benchmarks-from, import a real wiki-18 corpus and FlashRAG datasets instead.",
     )
-    build.add_argument("--raw", help="raw folder (default: $GREPSEEK_RAW or ../shared/data/raw)")
+    build.add_argument("--raw", help="raw QA / Wikipedia folder (default: $GREPSEEK_RAW, else shared/data/raw "
+                       "beside the repository folder)")
     build.add_argument("--out", help="output folder (default: data/miniwiki under $GREPSEEK_DATA or data/)")
     build.add_argument("--card", help="data card to write (default: data/README.md for the default --out, "
                        "else OUT/README.md)")

@@ -11,50 +11,55 @@ import json
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.agent.cli import MODEL_HELP
 from grepseek_lib.checks import existing_dir, existing_file, model_name, non_negative, positive, writable_dir
 from grepseek_lib.errors import UserError
 from grepseek_lib.train.configs import load_config
 
 
 def register(subparsers) -> None:
-    train = subparsers.add_parser("train", help="SFT on cold-start trajectories, GRPO with shell rollouts")
+    train = subparsers.add_parser("train", help="SFT on cold-start trajectories, GRPO with shell rollouts",
+                                  description="Train the search agent: `sft` on cold-start trajectories "
+                                              "(`grepseek coldstart`), then `grpo` from the SFT folder; "
+                                              "`format-check` measures how often a policy keeps the action format.")
     sub = train.add_subparsers(dest="train_command", required=True)
 
     sft = sub.add_parser("sft", help="supervised fine-tuning on a chat JSONL (assistant tokens only)")
     sft.add_argument("--data", type=Path, required=True, help="cold-start chat JSONL (rows with `messages`)")
-    sft.add_argument("--model", default=None, help="base policy: smollm2, tiny, an HF folder or id "
-                                                   "(default: the config's model)")
+    sft.add_argument("--model", default=None, help="base policy (default: the config's model): " + MODEL_HELP)
     sft.add_argument("--out", type=Path, required=True, help="output folder (becomes an HF model folder)")
     _common(sft)
     sft.add_argument("--max-examples", type=int, default=None, help="use at most N trajectories")
     sft.set_defaults(func=sft_command)
 
     grpo = sub.add_parser("grpo", help="GRPO with multi-turn shell rollouts (reward: F1 x format gate)")
-    grpo.add_argument("--model", required=True, help="starting policy, usually the SFT output folder")
+    grpo.add_argument("--model", required=True, help="starting policy, usually the `train sft` output folder")
     grpo.add_argument("--out", type=Path, required=True, help="output folder (becomes an HF model folder)")
     _common(grpo)
     grpo.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     grpo.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
-    grpo.add_argument("--questions-per-step", type=int, default=None)
+    grpo.add_argument("--questions-per-step", type=int, default=None, help="questions per optimizer step")
     grpo.add_argument("--num-generations", type=int, default=None, help="G, rollouts per question")
-    grpo.add_argument("--max-questions", type=int, default=None)
+    grpo.add_argument("--max-questions", type=int, default=None, help="size of the training question pool")
     grpo.add_argument("--probe-candidates", type=int, default=None,
                       help="probe this many questions with the starting policy and train on those whose "
                            "rewards differ (0: off)")
     grpo.set_defaults(func=grpo_command)
 
     check = sub.add_parser("format-check", help="format pass rate of agent episodes on held-out questions")
-    check.add_argument("--model", required=True, help="policy folder (or smollm2 / tiny)")
+    check.add_argument("--model", required=True, help="policy to check, usually a `train` output folder, or " + MODEL_HELP)
     check.add_argument("--limit", type=int, default=50, help="number of held-out questions")
     check.add_argument("--benchmarks", default="nq,hotpotqa", help="comma-separated held-out benchmarks")
-    check.add_argument("--corpus", type=Path, default=None)
-    check.add_argument("--batch-size", type=int, default=8)
+    check.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
+    check.add_argument("--batch-size", type=int, default=8, help="episodes stepped together (default: 8)")
     check.add_argument("--out", type=Path, default=None, help="write episodes and the result here")
     check.set_defaults(func=format_check_command)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="cpu", help="cpu (default), gpu, or a YAML/JSON file")
+    parser.add_argument("--config", default="cpu",
+                        help="cpu (default: sized for minutes to an hour on a CPU), gpu (the full recipe), or a "
+                             "YAML/JSON file: `base: cpu|gpu`, then `model:`, `sft: {...}`, `grpo: {...}` overrides")
     parser.add_argument("--lora", action="store_true", help="train LoRA adapters (merged into the saved model)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT")
     parser.add_argument("--max-steps", type=int, default=None, help="stop after N optimizer steps")
