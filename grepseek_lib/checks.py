@@ -88,7 +88,7 @@ def non_negative(flag: str, value: float | None) -> None:
 def fraction(flag: str, value: float, high: float = 1.0) -> None:
     """A share: a finite number in [0, high]."""
     if not (math.isfinite(value) and 0 <= value <= high):
-        raise UserError(f"{flag} must be between 0 and {high:g}, got {value:g}")
+        raise UserError(f"{flag} must be in [0, {high:g}], got {value:g}")
 
 
 #: Model names grepseek builds itself (train/models.py): smollm2 from its wheel, tiny from scratch.

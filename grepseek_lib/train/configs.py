@@ -219,6 +219,8 @@ def _check_value(where: str, key: str, value: Any) -> None:
         raise UserError(f"{where}.{key} must be one of {list(_CHOICES[key])}, got {value!r}")
     if not isinstance(value, int | float) or isinstance(value, bool):
         return
+    if not math.isfinite(value):
+        raise UserError(f"{where}.{key} must be a finite number, got {value!r}")
     if key in _POSITIVE and value <= 0:
         raise UserError(f"{where}.{key} must be positive, got {value!r}")
     if key in _NON_NEGATIVE and value < 0:
