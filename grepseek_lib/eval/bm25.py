@@ -17,6 +17,7 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval.identity import file_sha256
+from grepseek_lib.eval.runner import RECORDS, plan_questions
 
 #: Passages given to the reader by default (short enough for a 135M model's context).
 DEFAULT_TOP_K = 3
@@ -213,13 +214,8 @@ def evaluate_baseline(
     import pandas as pd
 
     from grepseek_lib.eval.metrics import aggregate
-    from grepseek_lib.eval.runner import RECORDS, benchmark_name, load_questions
 
-    records = [
-        {**q, "benchmark": benchmark_name(name)}
-        for name in benchmarks
-        for q in load_questions(name, limit, benchmarks_dir)
-    ]
+    records = [{**q, "benchmark": name} for name, q in plan_questions(benchmarks, limit, benchmarks_dir)]
     index = load_or_build_index(Path(corpus))
     if backend is None:
         from grepseek_lib.agent.backends import make_backend
