@@ -166,3 +166,22 @@ def test_a_damaged_settings_file_is_named(tmp_path, corpus):
     (out / SETTINGS).write_text("{not json")
     with pytest.raises(UserError, match="settings.json is damaged"):
         check_and_record(out, identity_of(corpus))
+
+
+def test_records_without_settings_are_resumed_with_a_note(tmp_path, corpus, capsys, monkeypatch):
+    """A folder `evaluate()` wrote from a notebook has records but no settings.json: say so, then guard it."""
+    from grepseek_lib.cli import main
+    from grepseek_lib.eval import cli as eval_cli
+
+    nq = write_flashrag(tmp_path / "fr" / "nq", ["nq one?"])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "records.jsonl").write_text(json.dumps({"id": "test_0", "benchmark": "nq"}) + "\n")
+    monkeypatch.setattr(eval_cli, "evaluate", lambda *a, **k: pytest.fail("nothing should run"))
+    argv = ["eval", "--corpus", str(corpus), "--benchmarks", str(nq), "--out", str(out), "--model", "tiny"]
+    with pytest.raises(pytest.fail.Exception):
+        main(argv)
+    assert "holds records but no settings.json" in capsys.readouterr().err
+    assert json.loads((out / SETTINGS).read_text())["model"] == "tiny"
+    assert main([*argv, "--max-tool-calls", "2"]) == 2
+    assert "max_tool_calls 5 -> 2" in capsys.readouterr().err

@@ -7,6 +7,7 @@ OUT as it was; OUT/settings.json then records what the run is (eval/identity.py)
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,15 @@ from grepseek_lib import config
 from grepseek_lib.agent.cli import add_agent_options, add_constrained_option, backend_kwargs, check_agent_args
 from grepseek_lib.checks import positive, writable_dir
 from grepseek_lib.errors import UserError
-from grepseek_lib.eval.identity import SETTINGS, check_and_record, run_identity
-from grepseek_lib.eval.runner import TABLE_MD, evaluate, markdown_table, plan_questions, resolve_corpus
+from grepseek_lib.eval.identity import SETTINGS, check_and_record, read_identity, run_identity
+from grepseek_lib.eval.runner import (
+    RECORDS,
+    TABLE_MD,
+    evaluate,
+    markdown_table,
+    plan_questions,
+    resolve_corpus,
+)
 
 
 def register(subparsers) -> None:
@@ -62,6 +70,9 @@ def eval_command(args: argparse.Namespace) -> int:
     out = writable_dir(args.out or config.runs_dir() / "eval")
     plan_questions(benchmarks, args.limit)  # a missing, empty or clashing benchmark fails here, not mid-run
     corpus, shards = resolve_corpus(args.corpus, args.shards)
+    if read_identity(out) is None and (out / RECORDS).is_file():
+        print(f"grepseek: note: {out} holds records but no {SETTINGS} (made by the library or an older grepseek); "
+              "resuming them under this run's settings", file=sys.stderr)
     check_and_record(out, identity(args, corpus, shards))
     table = evaluate(args.model, args.backend, benchmarks, args.limit, out, batch_size=args.batch_size,
                      corpus=corpus, shards=shards, temperature=args.temperature,
