@@ -1,7 +1,7 @@
 """Argument checks every entry point shares, run before any heavy work so a mistake costs one line, not a run.
 
-Each check raises UserError naming the flag and what to fix; none creates or changes anything on disk, and
-only `model_name` may touch the network (one query with a short timeout).
+Each check raises UserError naming the flag and what to fix; none leaves anything on disk (the write probe
+removes its file), and only `model_name` may touch the network (one query with a short timeout).
 """
 
 from __future__ import annotations
