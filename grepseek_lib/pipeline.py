@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config, runfolder
+from grepseek_lib.checks import writable_dir
 from grepseek_lib.errors import UserError
 
 NOTEBOOKS_DIR = config.REPO_ROOT / "notebooks"
@@ -309,7 +310,7 @@ def run_pipeline(
 
 def _command(args: argparse.Namespace) -> int:
     overrides = load_params_file(Path(args.params) if args.params else None)
-    out = Path(args.out) if args.out else config.runs_dir() / args.profile
+    out = writable_dir(Path(args.out) if args.out else config.runs_dir() / args.profile)
     params = resolve_params(args.profile, out, overrides)
     stages = select_stages(args.only)
     try:

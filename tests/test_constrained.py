@@ -244,16 +244,23 @@ def test_cli_defaults_and_settings_guard(tmp_path):
 
     from grepseek_lib.agent import cli
     from grepseek_lib.errors import UserError
+    from grepseek_lib.eval import cli as eval_cli
+    from grepseek_lib.eval.identity import check_and_record
 
     parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers())
+    sub = parser.add_subparsers()
+    cli.register(sub)
+    eval_cli.register(sub)
     ask = parser.parse_args(["ask", "q"])
-    assert ask.constrained and cli._backend_kwargs(ask)["constrain"] is True
+    assert ask.constrained and cli.backend_kwargs(ask)["constrain"] is True
     assert parser.parse_args(["ask", "q", "--no-constrained"]).constrained is False
     ev = parser.parse_args(["eval", "--out", str(tmp_path)])
-    assert ev.constrained is False and cli._backend_kwargs(ev)["constrain"] is False
-    cli._record_settings(tmp_path, ev)
+    assert ev.constrained is False and cli.backend_kwargs(ev)["constrain"] is False
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": "1", "contents": "x"}\n')
+    check_and_record(tmp_path, eval_cli.identity(ev, corpus, None))
     assert json.loads((tmp_path / "settings.json").read_text())["constrained"] is False
-    cli._record_settings(tmp_path, ev)  # same settings: resuming is fine
+    check_and_record(tmp_path, eval_cli.identity(ev, corpus, None))  # same settings: resuming is fine
+    constrained = parser.parse_args(["eval", "--constrained", "--out", str(tmp_path)])
     with pytest.raises(UserError, match="constrained"):
-        cli._record_settings(tmp_path, parser.parse_args(["eval", "--constrained", "--out", str(tmp_path)]))
+        check_and_record(tmp_path, eval_cli.identity(constrained, corpus, None))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -305,6 +306,28 @@ def test_config_file_overrides(tmp_path):
         load_config(path)
     with pytest.raises(UserError):
         load_config(Path(tmp_path / "missing.yaml"))
+
+
+def test_config_files_are_checked_whole(tmp_path):
+    """Types and ranges fail at load, naming the key; YAML's `1e-4` (a string to PyYAML) and ints are fine numbers."""
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: gpu\nsft:\n  learning_rate: 1e-4\n  num_train_epochs: 2\n"
+                    "grpo:\n  train_splits: [hotpotqa_train]\n  max_questions: null\n")
+    cfg = load_config(path)
+    assert cfg.sft.learning_rate == 1e-4 and cfg.sft.num_train_epochs == 2.0
+    assert isinstance(cfg.sft.num_train_epochs, float) and cfg.grpo.train_splits == ("hotpotqa_train",)
+    bad = {"sft:\n  max_length: 2.5\n": "sft.max_length must be an integer, got 2.5",
+           "sft:\n  lora: 1\n": "sft.lora must be true/false",
+           "grpo:\n  max_questions: -1\n": "grpo.max_questions must be positive",
+           "grpo:\n  beta: -0.1\n": "grpo.beta must be 0 or more",
+           "grpo:\n  train_splits: hotpotqa_train\n": "grpo.train_splits must be a list of strings",
+           "grpo:\n  scale_rewards: always\n": "grpo.scale_rewards must be one of",
+           "sft:\n  learning_rate: .nan\n": "sft.learning_rate must be a finite number",
+           "grpo:\n  questions_per_step: 3\n  per_device_train_batch_size: 5\n": "must divide"}
+    for text, message in bad.items():
+        path.write_text(text)
+        with pytest.raises(UserError, match=re.escape(message)):
+            load_config(path)
 
 
 def test_search_habits_count_loops_and_spent_budgets():

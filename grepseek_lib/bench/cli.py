@@ -7,13 +7,14 @@ from pathlib import Path
 
 from grepseek_lib import config
 from grepseek_lib.bench.engine import FAST_REPEATS, FAST_S
+from grepseek_lib.checks import non_negative, positive, writable_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     bench = subparsers.add_parser("bench", help="latency benchmarks")
     kinds = bench.add_subparsers(dest="bench_command", required=True)
     engine = kinds.add_parser("engine", help="sequential vs sharded engine over typical agent pipelines")
-    engine.add_argument("--corpus", type=Path, default=None, help="corpus file (default: config.default_corpus())")
+    engine.add_argument("--corpus", type=Path, default=None, help="corpus file (default: the mini-wiki corpus)")
     engine.add_argument("--shards", type=int, required=True, help="number of shards (built next to the corpus)")
     engine.add_argument("--repeats", type=int, default=5, help="timed runs per pipeline and mode (median)")
     engine.add_argument("--fast-repeats", type=int, default=FAST_REPEATS,
@@ -26,10 +27,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def engine_main(args: argparse.Namespace) -> int:
     from grepseek_lib.bench.engine import bench_engine, markdown_table, write_report
 
-    corpus = args.corpus or config.default_corpus()
+    corpus = args.corpus or config.default_corpus()  # bench_engine checks it and --shards first
+    positive("--repeats", args.repeats)
+    non_negative("--fast-repeats", args.fast_repeats)
+    out = writable_dir(args.out or config.runs_dir() / "bench_engine")
     frame, summary = bench_engine(corpus, args.shards, repeats=args.repeats,
                                   fast_repeats=args.fast_repeats)
-    csv_path, md_path = write_report(frame, summary, args.out or config.runs_dir() / "bench_engine")
+    csv_path, md_path = write_report(frame, summary, out)
     print(markdown_table(frame, summary))
     print(f"wrote {md_path} and {csv_path}")
     return 0

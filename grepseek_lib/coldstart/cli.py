@@ -7,10 +7,15 @@ import time
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.checks import fraction, model_name, positive, writable_dir
+from grepseek_lib.errors import UserError
 
 
 def register(subparsers) -> None:
-    cs = subparsers.add_parser("coldstart", help="build verified cold-start trajectories (chat JSONL + parquet)")
+    cs = subparsers.add_parser("coldstart", help="build verified cold-start trajectories (chat JSONL + parquet)",
+                               description="Build supervised training data: an answer-aware Tutor and an answer-blind "
+                                           "Planner search the corpus with the agent's shell tool; trajectories whose "
+                                           "every command was run and checked become chat examples for `train sft`.")
     cs.add_argument("--splits", default=",".join(config.TRAIN_SPLITS),
                     help="comma-separated benchmark names or FlashRAG .jsonl paths (default: the training splits)")
     cs.add_argument("--limit", type=int, default=None, help="first N questions of each split")
@@ -26,7 +31,7 @@ def register(subparsers) -> None:
     cs.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     cs.add_argument("--shards", type=Path, default=None, help="shard folder (default: the mini-wiki's, if built)")
     cs.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S, help="seconds per command")
-    cs.add_argument("--seed", type=int, default=0)
+    cs.add_argument("--seed", type=int, default=0, help="seed of the random choices (default: 0)")
     cs.add_argument("--dev-percent", type=float, default=10.0, help="share of question ids held out as dev")
     cs.add_argument("--probe-rate", type=float, default=0.25, help="share of hops that count matches first")
     cs.add_argument("--fill-budget-rate", type=float, default=0.5,
@@ -38,7 +43,7 @@ def register(subparsers) -> None:
     cs.add_argument("--zero-count-rate", type=float, default=0.0,
                     help="share of replayed searches that printed nothing which are replayed as a count "
                          "(`| wc -l` prints 0), so the agent learns that a count of 0 calls for a different search")
-    cs.add_argument("--max-hops", type=int, default=3, help="sub-questions per question (1-3 in the paper)")
+    cs.add_argument("--max-hops", type=int, default=3, help="most sub-questions per question, 1-5 (default: 3)")
     cs.set_defaults(func=coldstart_command)
 
 
@@ -71,6 +76,25 @@ def _gold_passages(corpus: Path, items) -> dict[str, str]:
     return found
 
 
+def _check_args(args) -> Path:
+    """Every option, checked before any corpus pass or model load; returns the output folder."""
+    positive("--limit", args.limit)
+    positive("--max-new-tokens", args.max_new_tokens)
+    positive("--timeout", args.timeout)
+    fraction("--dev-percent", args.dev_percent, 100)
+    for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate", "--zero-count-rate"):
+        fraction(flag, getattr(args, flag[2:].replace("-", "_")))
+    if not 1 <= args.max_hops <= 5:
+        raise UserError(f"--max-hops must be between 1 and 5, got {args.max_hops}")
+    if args.teacher == "offline" and (args.base_url or args.model or args.api_key):
+        raise UserError("--base-url / --model / --api-key need --teacher openai")
+    if not any(s.strip() for s in args.splits.split(",")):
+        raise UserError("--splits is empty; name at least one benchmark, e.g. hotpotqa_train")
+    if args.tokenizer:
+        model_name(args.tokenizer, "--tokenizer")
+    return writable_dir(args.out or config.data_dir() / "coldstart")
+
+
 def coldstart_command(args) -> int:
     from tqdm import tqdm
 
@@ -79,20 +103,10 @@ def coldstart_command(args) -> int:
     from grepseek_lib.coldstart.accept import process_question
     from grepseek_lib.coldstart.roles import Item
     from grepseek_lib.data.formats import benchmark_path, load_benchmark
-    from grepseek_lib.errors import UserError
     from grepseek_lib.eval.runner import make_tool, resolve_corpus
 
-    if (args.limit is not None and args.limit <= 0) or args.max_new_tokens <= 0:
-        raise UserError("--limit and --max-new-tokens must be positive")
-    rates = (args.probe_rate, args.fill_budget_rate, args.detour_rate, args.zero_count_rate)
-    if not 0 <= args.dev_percent <= 100 or not all(0 <= r <= 1 for r in rates) or not 1 <= args.max_hops <= 5:
-        raise UserError("--dev-percent must be in [0, 100], --probe-rate, --fill-budget-rate, --detour-rate and "
-                        "--zero-count-rate in [0, 1], --max-hops in [1, 5]")
-    if args.teacher == "offline" and (args.base_url or args.model or args.api_key):
-        raise UserError("--base-url / --model / --api-key need --teacher openai")
+    out = _check_args(args)
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
-    if not splits:
-        raise UserError("--splits is empty; name at least one benchmark, e.g. hotpotqa_train")
     items = [Item(r["id"], r["question"], r["golden_answers"], benchmark_path(name).stem, r["metadata"])
              for name in splits for r in load_benchmark(name, args.limit)]
     corpus, shards = resolve_corpus(args.corpus, args.shards)
@@ -104,7 +118,6 @@ def coldstart_command(args) -> int:
     tool = make_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=config.DEFAULT_MAX_OBS_TOKENS,
                      tokenizer=tokenizer)
     n_lines = corpus_lines(tool)
-    out = Path(args.out) if args.out else config.data_dir() / "coldstart"
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / ex.RECORDS
     done = ex.load_records(records_path)

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.checks import positive, writable_dir, writable_file
+from grepseek_lib.data.raw import check_raw_dir
 from grepseek_lib.errors import UserError
 
 
@@ -18,10 +20,12 @@ def _default_card(out: Path) -> Path:
 
 
 def _build(args: argparse.Namespace) -> int:
-    out = Path(args.out).expanduser() if args.out else config.miniwiki_dir()
+    out = writable_dir(Path(args.out) if args.out else config.miniwiki_dir())
     if args.corpus_from or args.benchmarks_from:
         from grepseek_lib.data.importer import import_benchmarks, import_corpus
 
+        if args.corpus_from and not Path(args.corpus_from).expanduser().is_file():
+            raise UserError(f"--corpus-from {args.corpus_from}: no such file (a wiki-18 .jsonl or DPR .tsv)")
         stats: dict = {"mode": "import"}
         if args.corpus_from:
             stats["corpus"] = import_corpus(Path(args.corpus_from), out)
@@ -33,20 +37,20 @@ def _build(args: argparse.Namespace) -> int:
     from grepseek_lib.data.build import build_miniwiki
 
     raw = Path(args.raw).expanduser() if args.raw else config.raw_dir()
-    card = Path(args.card).expanduser() if args.card else _default_card(out)
+    check_raw_dir(raw)
+    card = writable_file(Path(args.card) if args.card else _default_card(out), "--card")
     build_miniwiki(raw, out, card=card)
     print(f"data card: {card}")
     return 0
 
 
 def _scale(args: argparse.Namespace) -> int:
-    if args.size_mb <= 0:
-        raise UserError("--size-mb must be positive")
+    positive("--size-mb", args.size_mb)
     corpus = Path(args.corpus).expanduser() if args.corpus else config.default_corpus()
     if not corpus.is_file():
         raise UserError(f"corpus {corpus} does not exist; run `grepseek data build` or pass --corpus FILE")
     size = f"{args.size_mb:g}".replace(".", "p")
-    out = Path(args.out).expanduser() if args.out else corpus.with_name(f"{corpus.stem}_{size}mb.jsonl")
+    out = writable_file(Path(args.out) if args.out else corpus.with_name(f"{corpus.stem}_{size}mb.jsonl"))
     from grepseek_lib.data.scale import scale_corpus
 
     print(scale_corpus(corpus, args.size_mb, out))
@@ -63,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Build data/miniwiki from the raw QA / Wikipedia folder; with --corpus-from / "
         "--benchmarks-from, import a real wiki-18 corpus and FlashRAG datasets instead.",
     )
-    build.add_argument("--raw", help="raw folder (default: $GREPSEEK_RAW or ../shared/data/raw)")
+    build.add_argument("--raw", help="raw QA / Wikipedia folder (default: $GREPSEEK_RAW, else shared/data/raw "
+                       "beside the repository folder)")
     build.add_argument("--out", help="output folder (default: data/miniwiki under $GREPSEEK_DATA or data/)")
     build.add_argument("--card", help="data card to write (default: data/README.md for the default --out, "
                        "else OUT/README.md)")

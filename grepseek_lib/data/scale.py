@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from grepseek_lib.checks import positive
 from grepseek_lib.errors import UserError
 from grepseek_lib.pagecache import WRITE_BUFFER
 
@@ -68,8 +69,7 @@ def scale_corpus(corpus: str | Path, size_mb: float, out: str | Path) -> Path:
     out = Path(out).expanduser()
     if not corpus.is_file():
         raise UserError(f"corpus {corpus} does not exist; build it with `grepseek data build` or fix --corpus")
-    if size_mb <= 0:
-        raise UserError(f"--size-mb must be positive, got {size_mb}")
+    positive("--size-mb", size_mb)  # nan and inf too: the target size is int(size_mb * 10^6)
     if out.resolve() == corpus.resolve():
         raise UserError(f"--out {out} is the source corpus itself; choose another file")
     stride, _ = _id_scheme(corpus)

@@ -7,7 +7,6 @@ corpus never reuses a stale index.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -17,6 +16,8 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.eval.identity import file_sha256
+from grepseek_lib.eval.runner import RECORDS, plan_questions
 
 #: Passages given to the reader by default (short enough for a 135M model's context).
 DEFAULT_TOP_K = 3
@@ -59,12 +60,8 @@ def read_passages(corpus: Path) -> list[Passage]:
 
 
 def corpus_fingerprint(corpus: Path) -> str:
-    """Content hash of the corpus: the cache key of its index."""
-    digest = hashlib.sha256()
-    with corpus.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
+    """Content hash of the corpus: the cache key of its index (hashed once per size and mtime)."""
+    return file_sha256(corpus)[:16]
 
 
 def default_index_dir(corpus: Path) -> Path:
@@ -217,13 +214,8 @@ def evaluate_baseline(
     import pandas as pd
 
     from grepseek_lib.eval.metrics import aggregate
-    from grepseek_lib.eval.runner import RECORDS, benchmark_name, load_questions
 
-    records = [
-        {**q, "benchmark": benchmark_name(name)}
-        for name in benchmarks
-        for q in load_questions(name, limit, benchmarks_dir)
-    ]
+    records = [{**q, "benchmark": name} for name, q in plan_questions(benchmarks, limit, benchmarks_dir)]
     index = load_or_build_index(Path(corpus))
     if backend is None:
         from grepseek_lib.agent.backends import make_backend

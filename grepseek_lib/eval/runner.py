@@ -14,6 +14,8 @@ from pathlib import Path
 from grepseek_lib import config
 from grepseek_lib.agent.loop import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_NEW_TOKENS, run_batch
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl
+from grepseek_lib.data.formats import benchmark_path, load_benchmark
+from grepseek_lib.data.importer import FLASHRAG_FILES
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval.metrics import aggregate, exact_match, f1
 
@@ -26,17 +28,57 @@ TABLE_MD, TABLE_CSV = "table.md", "table.csv"
 TABLE_METRICS = ("em", "f1", "tool_calls", "wall_s")
 
 
+#: FlashRAG split files; `.../nq/test.jsonl` is benchmark `nq` (a train split gets `_train`, as in our names).
+_SPLIT_STEMS = ("test", "dev", "val", "validation", "train")
+#: FlashRAG folder -> our benchmark name, where they differ (2wikimultihopqa -> 2wiki).
+_FLASHRAG_NAMES = {Path(rel).parent.name: name for name, rel in FLASHRAG_FILES.items()}
+
+
 def load_questions(benchmark: str, limit: int | None = None, benchmarks_dir: Path | None = None) -> list[dict]:
     """The first `limit` questions of a benchmark (a name in the benchmarks folder, or a FlashRAG file)."""
-    from grepseek_lib.data.formats import load_benchmark
+    source = _source_path(benchmark, benchmarks_dir)
+    questions = load_benchmark(source, limit)
+    if not questions and (limit is None or limit > 0):
+        raise UserError(f"benchmark {benchmark!r}: {source} holds no questions; fix the file or drop it")
+    return questions
 
-    source = Path(benchmarks_dir) / f"{benchmark}.jsonl" if benchmarks_dir else benchmark
-    return load_benchmark(source, limit)
+
+def _source_path(benchmark: str, benchmarks_dir: Path | None) -> Path:
+    return Path(benchmarks_dir) / f"{benchmark}.jsonl" if benchmarks_dir else benchmark_path(benchmark)
 
 
 def benchmark_name(benchmark: str) -> str:
-    """`nq` stays `nq`; a file path becomes its stem."""
-    return Path(benchmark).name.removesuffix(".gz").removesuffix(".jsonl")
+    """`nq` stays `nq`; a FlashRAG path `.../nq/test.jsonl` is `nq`; any other file is its stem."""
+    path = Path(benchmark)
+    stem = path.name.removesuffix(".gz").removesuffix(".jsonl")
+    folder = path.parent.name
+    if stem in _SPLIT_STEMS and folder:
+        name = _FLASHRAG_NAMES.get(folder, folder)
+        return f"{name}_train" if stem == "train" else name
+    return stem
+
+
+def plan_benchmarks(benchmarks: Sequence[str], benchmarks_dir: Path | None = None) -> list[tuple[str, str]]:
+    """(name, source) per benchmark, names unique: a repeated source is dropped, two sources with one name refused.
+
+    Records are keyed by (benchmark, id), so two files under one name would merge into one table row and
+    their ids (FlashRAG's `test_0` ...) would mark each other's questions as done.
+    """
+    chosen: dict[str, tuple[str, Path]] = {}
+    for source in benchmarks:
+        name, path = benchmark_name(source), _source_path(source, benchmarks_dir).expanduser().resolve()
+        if name in chosen and chosen[name][1] != path:
+            raise UserError(f"--benchmarks: {chosen[name][0]} and {source} would both be named {name!r}; "
+                            "evaluate them into separate --out folders")
+        chosen.setdefault(name, (source, path))
+    return [(name, source) for name, (source, _) in chosen.items()]
+
+
+def plan_questions(benchmarks: Sequence[str], limit: int | None = None,
+                   benchmarks_dir: Path | None = None) -> list[tuple[str, dict]]:
+    """Every (benchmark name, question) an eval asks, in order; fails on a missing or empty benchmark."""
+    return [(name, q) for name, source in plan_benchmarks(benchmarks, benchmarks_dir)
+            for q in load_questions(source, limit, benchmarks_dir)]
 
 
 def read_records(out_dir: Path) -> list[dict]:
@@ -122,9 +164,8 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
     for name in (RECORDS, TRAJECTORIES):
         drop_partial_line(out_dir / name)
     done = {(r.get("benchmark"), str(r.get("id"))) for r in read_records(out_dir)}
-    pending = [(benchmark_name(name), q) for name in benchmarks
-               for q in load_questions(name, limit, benchmarks_dir)
-               if (benchmark_name(name), q["id"]) not in done]
+    pending = [(name, q) for name, q in plan_questions(benchmarks, limit, benchmarks_dir)
+               if (name, q["id"]) not in done]
     if pending:
         if tool is None:
             corpus, shards = resolve_corpus(corpus, shards)  # fail on a bad path before loading a model

@@ -6,67 +6,68 @@ Heavy imports (torch, transformers, trl) happen inside the command functions so 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
+from grepseek_lib import config
+from grepseek_lib.agent.cli import MODEL_HELP
+from grepseek_lib.checks import existing_dir, existing_file, model_name, non_negative, positive, writable_dir
 from grepseek_lib.errors import UserError
+from grepseek_lib.train.configs import load_config
 
 
 def register(subparsers) -> None:
-    train = subparsers.add_parser("train", help="SFT on cold-start trajectories, GRPO with shell rollouts")
+    train = subparsers.add_parser("train", help="SFT on cold-start trajectories, GRPO with shell rollouts",
+                                  description="Train the search agent: `sft` on cold-start trajectories "
+                                              "(`grepseek coldstart`), then `grpo` from the SFT folder; "
+                                              "`format-check` measures how often a policy keeps the action format.")
     sub = train.add_subparsers(dest="train_command", required=True)
 
     sft = sub.add_parser("sft", help="supervised fine-tuning on a chat JSONL (assistant tokens only)")
     sft.add_argument("--data", type=Path, required=True, help="cold-start chat JSONL (rows with `messages`)")
-    sft.add_argument("--model", default=None, help="base policy: smollm2, tiny, an HF folder or id "
-                                                   "(default: the config's model)")
+    sft.add_argument("--model", default=None, help="base policy (default: the config's model): " + MODEL_HELP)
     sft.add_argument("--out", type=Path, required=True, help="output folder (becomes an HF model folder)")
     _common(sft)
     sft.add_argument("--max-examples", type=int, default=None, help="use at most N trajectories")
     sft.set_defaults(func=sft_command)
 
     grpo = sub.add_parser("grpo", help="GRPO with multi-turn shell rollouts (reward: F1 x format gate)")
-    grpo.add_argument("--model", required=True, help="starting policy, usually the SFT output folder")
+    grpo.add_argument("--model", required=True, help="starting policy, usually the `train sft` output folder")
     grpo.add_argument("--out", type=Path, required=True, help="output folder (becomes an HF model folder)")
     _common(grpo)
     grpo.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     grpo.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
-    grpo.add_argument("--questions-per-step", type=int, default=None)
+    grpo.add_argument("--questions-per-step", type=int, default=None, help="questions per optimizer step")
     grpo.add_argument("--num-generations", type=int, default=None, help="G, rollouts per question")
-    grpo.add_argument("--max-questions", type=int, default=None)
+    grpo.add_argument("--max-questions", type=int, default=None, help="size of the training question pool")
     grpo.add_argument("--probe-candidates", type=int, default=None,
                       help="probe this many questions with the starting policy and train on those whose "
                            "rewards differ (0: off)")
     grpo.set_defaults(func=grpo_command)
 
     check = sub.add_parser("format-check", help="format pass rate of agent episodes on held-out questions")
-    check.add_argument("--model", required=True, help="policy folder (or smollm2 / tiny)")
+    check.add_argument("--model", required=True, help="policy to check, usually a `train` output folder, or " + MODEL_HELP)
     check.add_argument("--limit", type=int, default=50, help="number of held-out questions")
     check.add_argument("--benchmarks", default="nq,hotpotqa", help="comma-separated held-out benchmarks")
-    check.add_argument("--corpus", type=Path, default=None)
-    check.add_argument("--batch-size", type=int, default=8)
+    check.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
+    check.add_argument("--batch-size", type=int, default=8, help="episodes stepped together (default: 8)")
     check.add_argument("--out", type=Path, default=None, help="write episodes and the result here")
     check.set_defaults(func=format_check_command)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="cpu", help="cpu (default), gpu, or a YAML/JSON file")
+    parser.add_argument("--config", default="cpu",
+                        help="cpu (default: sized for minutes to an hour on a CPU), gpu (the full recipe), or a "
+                             "YAML/JSON file: `base: cpu|gpu`, then `model:`, `sft: {...}`, `grpo: {...}` overrides")
     parser.add_argument("--lora", action="store_true", help="train LoRA adapters (merged into the saved model)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT")
     parser.add_argument("--max-steps", type=int, default=None, help="stop after N optimizer steps")
     parser.add_argument("--lr", type=float, default=None, help="override the config's learning rate")
 
 
-def _positive(name: str, value: int | None) -> None:
-    if value is not None and value <= 0:
-        raise UserError(f"{name} must be positive, got {value}")
-
-
 def _settings(args: argparse.Namespace, stage: str):
-    import dataclasses
-
-    from grepseek_lib.train.configs import load_config
-
+    """The config (checked whole) with the command line's overrides, each checked too."""
     cfg = load_config(args.config)
     settings = getattr(cfg, stage)
     overrides = {"learning_rate": args.lr}
@@ -76,20 +77,31 @@ def _settings(args: argparse.Namespace, stage: str):
         overrides.update(questions_per_step=args.questions_per_step, num_generations=args.num_generations,
                          max_questions=args.max_questions)
     for key, value in overrides.items():
-        _positive(f"--{key.replace('_', '-')}", value)
+        positive("--lr" if key == "learning_rate" else f"--{key.replace('_', '-')}", value)
     if stage == "grpo" and args.probe_candidates is not None:
-        if args.probe_candidates < 0:
-            raise UserError(f"--probe-candidates must be 0 or more, got {args.probe_candidates}")
+        non_negative("--probe-candidates", args.probe_candidates)
         overrides["probe_candidates"] = args.probe_candidates
     settings = dataclasses.replace(settings, **{k: v for k, v in overrides.items() if v is not None})
-    _positive("--max-steps", args.max_steps)
+    positive("--max-steps", args.max_steps)
+    if stage == "grpo":
+        settings.gradient_accumulation_steps  # noqa: B018 -- a batch that does not divide fails here
     return cfg, settings
+
+
+def _corpus(corpus: Path | None, shards: Path | None) -> None:
+    """The corpus (and shard folder) a run searches must exist before its model loads."""
+    existing_file(corpus or config.default_corpus(), "--corpus", "corpus file (run `grepseek data build`)")
+    if shards is not None:
+        existing_dir(shards, "--shards", "shard folder (build it with `grepseek shard`)")
 
 
 def sft_command(args: argparse.Namespace) -> int:
     from grepseek_lib.train.sft import run_sft
 
     cfg, settings = _settings(args, "sft")
+    existing_file(args.data, "--data", "chat JSONL (make one with `grepseek coldstart`)")
+    model_name(args.model or cfg.model)
+    writable_dir(args.out)
     summary = run_sft(args.data, args.model or cfg.model, args.out, settings, lora=args.lora or settings.lora,
                       resume=args.resume, max_steps=args.max_steps)
     print(json.dumps({k: v for k, v in summary.items() if k != "settings"}, indent=2, default=str))
@@ -100,7 +112,9 @@ def grpo_command(args: argparse.Namespace) -> int:
     from grepseek_lib.train.grpo import run_grpo
 
     _, settings = _settings(args, "grpo")
-    settings.gradient_accumulation_steps  # noqa: B018 -- fail early on a batch that does not divide
+    model_name(args.model)
+    writable_dir(args.out)
+    _corpus(args.corpus, args.shards)
     summary = run_grpo(args.model, args.out, settings, corpus=args.corpus, shards=args.shards,
                        lora=args.lora or settings.lora, resume=args.resume, max_steps=args.max_steps)
     print(json.dumps({k: v for k, v in summary.items() if k != "settings"}, indent=2, default=str))
@@ -110,8 +124,15 @@ def grpo_command(args: argparse.Namespace) -> int:
 def format_check_command(args: argparse.Namespace) -> int:
     from grepseek_lib.train.format_check import format_check
 
-    _positive("--limit", args.limit)
+    positive("--limit", args.limit)
+    positive("--batch-size", args.batch_size)
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    if not benchmarks:
+        raise UserError("--benchmarks is empty; name held-out benchmarks such as nq,hotpotqa")
+    model_name(args.model)
+    if args.out is not None:
+        writable_dir(args.out)
+    _corpus(args.corpus, None)
     result = format_check(args.model, limit=args.limit, benchmarks=benchmarks, corpus=args.corpus,
                           batch_size=args.batch_size, out=args.out)
     print(json.dumps(result, indent=2))

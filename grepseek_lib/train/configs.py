@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,24 +156,102 @@ def gpu_config() -> TrainConfig:
 CONFIGS = {"cpu": cpu_config, "gpu": gpu_config}
 
 
-def _merge(settings: Any, overrides: dict[str, Any], where: str) -> Any:
+#: Settings that must be > 0, >= 0, or within [0, 1]; checked when a config file is loaded.
+_POSITIVE = frozenset({
+    "learning_rate", "num_train_epochs", "per_device_train_batch_size", "gradient_accumulation_steps", "max_length",
+    "max_examples", "save_steps", "save_total_limit", "logging_steps", "lora_r", "lora_alpha", "num_generations",
+    "questions_per_step", "max_steps", "temperature", "max_completion_length", "max_turn_tokens", "max_obs_tokens",
+    "tool_timeout_s", "max_questions", "probe_samples"})
+_NON_NEGATIVE = frozenset({"weight_decay", "beta", "epsilon", "max_tool_calls", "probe_candidates", "seed"})
+_FRACTION = frozenset({"warmup_ratio", "lora_dropout"})
+#: Settings with a fixed set of values (trl rejects others, but only after the model loaded).
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "use_vllm": ("auto", True, False),
+    "scale_rewards": ("group", "batch", "none"),
+}
+
+
+def _type_name(hint: Any) -> str:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple:
+        return "a list of strings"
+    if args:
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string"}.get(hint, str(hint))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    """`value` as type `hint` (an int is a fine float, a list a fine tuple); raises TypeError if it is not."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple:
+        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    elif args:  # a union such as `int | None`
+        for option in args:
+            if value is None and option is type(None):
+                return None
+            if option is not type(None):
+                try:
+                    return _coerce(value, option)
+                except TypeError:
+                    continue
+    elif hint is bool and isinstance(value, bool):
+        return value
+    elif hint in (int, float) and isinstance(value, int | float) and not isinstance(value, bool):
+        if hint is float or isinstance(value, int):
+            return hint(value)
+    elif hint is float and isinstance(value, str) and _is_number(value):  # PyYAML reads `1e-4` as a string
+        return float(value)
+    elif hint is str and isinstance(value, str):
+        return value
+    raise TypeError(hint)
+
+
+def _check_value(where: str, key: str, value: Any) -> None:
+    if key in _CHOICES and value not in _CHOICES[key]:
+        raise UserError(f"{where}.{key} must be one of {list(_CHOICES[key])}, got {value!r}")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return
+    if not math.isfinite(value):
+        raise UserError(f"{where}.{key} must be a finite number, got {value!r}")
+    if key in _POSITIVE and value <= 0:
+        raise UserError(f"{where}.{key} must be positive, got {value!r}")
+    if key in _NON_NEGATIVE and value < 0:
+        raise UserError(f"{where}.{key} must be 0 or more, got {value!r}")
+    if key in _FRACTION and not 0 <= value < 1:
+        raise UserError(f"{where}.{key} must be in [0, 1), got {value!r}")
+
+
+def _merge(settings: Any, overrides: Any, where: str) -> Any:
+    """`settings` with a config file's overrides, each checked for name, type and range (naming the key)."""
+    overrides = {} if overrides is None else overrides  # `sft:` with nothing under it
+    if not isinstance(overrides, dict):
+        raise UserError(f"{where} must be a mapping of settings (key: value), got {overrides!r}")
+    hints = typing.get_type_hints(type(settings))
     known = {f.name for f in dataclasses.fields(settings)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise UserError(f"unknown {where} setting(s) {unknown}; known: {sorted(known)}")
-    if "train_splits" in overrides:
-        overrides = {**overrides, "train_splits": tuple(overrides["train_splits"])}
-    return dataclasses.replace(settings, **overrides)
+        raise UserError(f"{where} has unknown setting(s) {unknown}; known: {sorted(known)}")
+    values = {}
+    for key, value in overrides.items():
+        try:
+            values[key] = _coerce(value, hints[key])
+        except TypeError:
+            raise UserError(f"{where}.{key} must be {_type_name(hints[key])}, got {value!r}") from None
+        _check_value(where, key, values[key])
+    if "train_splits" in values and not values["train_splits"]:
+        raise UserError(f"{where}.train_splits is empty; name at least one training split")
+    return dataclasses.replace(settings, **values)
 
 
-def load_config(spec: str | Path | None = "cpu") -> TrainConfig:
-    """`cpu`, `gpu`, or a YAML/JSON file (`base:` one of those, then overrides)."""
-    spec = "cpu" if spec in (None, "") else str(spec)
-    if spec in CONFIGS:
-        return CONFIGS[spec]()
-    path = Path(spec)
-    if not path.is_file():
-        raise UserError(f"--config must be cpu, gpu or an existing YAML/JSON file, got {spec!r}")
+def _read_mapping(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8")
     try:
         if path.suffix == ".json":
@@ -181,18 +261,35 @@ def load_config(spec: str | Path | None = "cpu") -> TrainConfig:
 
             data = yaml.safe_load(text)
     except Exception as exc:  # a user's file: one line naming it
-        raise UserError(f"cannot read config {path}: {exc}") from None
+        reason = " ".join(str(exc).split())
+        raise UserError(f"cannot read config {path}: {reason}") from None
     if not isinstance(data, dict):
         raise UserError(f"config {path} must be a mapping with base / model / sft / grpo")
+    return data
+
+
+def load_config(spec: str | Path | None = "cpu") -> TrainConfig:
+    """`cpu`, `gpu`, or a YAML/JSON file (`base:` one of those, then overrides), checked whole before use."""
+    spec = "cpu" if spec in (None, "") else str(spec)
+    if spec in CONFIGS:
+        return CONFIGS[spec]()
+    path = Path(spec)
+    if not path.is_file():
+        raise UserError(f"--config must be cpu, gpu or an existing YAML/JSON file, got {spec!r}")
+    data = _read_mapping(path)
     base = data.pop("base", "cpu")
     if base not in CONFIGS:
         raise UserError(f"config {path}: base must be one of {sorted(CONFIGS)}, got {base!r}")
     cfg = CONFIGS[base]()
     unknown = sorted(set(data) - {"model", "name", "sft", "grpo"})
     if unknown:
-        raise UserError(f"config {path}: unknown key(s) {unknown}")
-    cfg.name = str(data.get("name", path.stem))
-    cfg.model = str(data.get("model", cfg.model))
-    cfg.sft = _merge(cfg.sft, data.get("sft") or {}, "sft")
-    cfg.grpo = _merge(cfg.grpo, data.get("grpo") or {}, "grpo")
+        raise UserError(f"config {path}: unknown key(s) {unknown}; known: base, model, name, sft, grpo")
+    for key in ("model", "name"):
+        if key in data and (not isinstance(data[key], str) or not data[key].strip()):
+            raise UserError(f"config {path}: {key} must be a non-empty string, got {data[key]!r}")
+    cfg.name = data.get("name", path.stem)
+    cfg.model = data.get("model", cfg.model)
+    cfg.sft = _merge(cfg.sft, data.get("sft", {}), f"config {path}: sft")
+    cfg.grpo = _merge(cfg.grpo, data.get("grpo", {}), f"config {path}: grpo")
+    cfg.grpo.gradient_accumulation_steps  # noqa: B018 -- a batch that does not divide fails here, not in trl
     return cfg

@@ -25,6 +25,7 @@ from grepseek_lib.agent.chat_template import (
     TAG_TOKENS,
     install_chat_template,
 )
+from grepseek_lib.checks import model_source
 from grepseek_lib.errors import UserError
 
 #: Written last into a finished model folder; its `key` says which arguments built it.
@@ -260,46 +261,21 @@ def prepare_smollm2(out_dir: Path | None = None) -> Path:
     return _build_once(out, key, build)
 
 
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _in_hub_cache(model_id: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
-    except ValueError:  # not a valid repo id
-        return False
-
-
 def resolve_model(name_or_path: str = "smollm2") -> str:
     """Turn a model name into something `from_pretrained` can open: a local folder, or an HF id.
 
     "smollm2" (the default) and "tiny" are built locally on first use; an existing folder is used as is;
-    anything else is an HF id, which must already be in the local cache when HF_HUB_OFFLINE is set.
+    anything else must look like an HF id (org/name), in the local cache when HF_HUB_OFFLINE is set. Names are
+    checked (checks.model_source) before anything is built or fetched, so a typo fails at once.
     """
     name = str(name_or_path).strip()
-    if name in ("", "smollm2"):
+    source = model_source(name)
+    if source == "alias" and name != "tiny":
         return str(prepare_smollm2())
-    if name == "tiny":
+    if source == "alias":
         corpus = config.default_corpus()
         return str(build_tiny_model(config.models_dir() / "tiny", corpus if corpus.is_file() else None))
-    path = Path(name).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise UserError(f"model folder {path} has no config.json: point --model at a Hugging Face model folder")
-        return str(path)
-    if path.exists():
-        raise UserError(f"--model {name} is a file; give a model folder, an HF id, 'smollm2' or 'tiny'")
-    if name.startswith(("/", "./", "../", "~")) or name.count("/") > 1:
-        raise UserError(f"model folder not found: {name}")
-    if _hub_offline() and not _in_hub_cache(name):
-        raise UserError(
-            f"model {name!r} is not a local folder and not in the Hugging Face cache (HF_HUB_OFFLINE is set): "
-            "download it first or use 'smollm2' / 'tiny'"
-        )
-    return name
+    return str(Path(name).expanduser()) if source == "folder" else name
 
 
 def default_device() -> str:

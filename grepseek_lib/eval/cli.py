@@ -1,0 +1,84 @@
+"""`grepseek eval`: the agent over benchmarks -> per-question records and EM / F1 tables in one folder.
+
+Everything a run needs is checked before the model loads and before OUT is touched, so a refused run leaves
+OUT as it was; OUT/settings.json then records what the run is (eval/identity.py) and a rerun resumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib import config
+from grepseek_lib.agent.cli import add_agent_options, add_constrained_option, backend_kwargs, check_agent_args
+from grepseek_lib.checks import positive, writable_dir
+from grepseek_lib.errors import UserError
+from grepseek_lib.eval.identity import SETTINGS, check_and_record, read_identity, run_identity
+from grepseek_lib.eval.runner import (
+    RECORDS,
+    TABLE_MD,
+    evaluate,
+    markdown_table,
+    plan_questions,
+    resolve_corpus,
+)
+
+
+def register(subparsers) -> None:
+    ev = subparsers.add_parser(
+        "eval", help="run the agent over benchmarks; write records and EM / F1 tables",
+        description="Run the search agent over QA benchmarks and score its answers (exact match, F1). "
+                    f"OUT gets records.jsonl (one line a question), trajectories.jsonl, {TABLE_MD} / table.csv "
+                    f"and {SETTINGS}; rerunning with the same OUT and settings resumes where it stopped.")
+    add_agent_options(ev)
+    add_constrained_option(ev, default=False,
+                           why=f"default off, so the scores measure the model itself; saved in OUT/{SETTINGS}")
+    ev.add_argument("--benchmarks", default=",".join(config.BENCHMARKS),
+                    help="comma-separated names from `grepseek data build` (default: all seven), or FlashRAG "
+                         "files: .../nq/test.jsonl is named nq")
+    ev.add_argument("--limit", type=int, default=50, help="questions per benchmark, the first N (default: 50)")
+    ev.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: runs/eval); a rerun with the same settings resumes")
+    ev.add_argument("--batch-size", type=int, default=8, help="episodes stepped together (one batched generate)")
+    ev.set_defaults(func=eval_command)
+
+
+def model_identity(model: str) -> str:
+    """A model folder by its absolute path (the same folder named two ways is one model); other names as given."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.is_dir() else model.strip()
+
+
+def identity(args: argparse.Namespace, corpus: Path, shards: Path | None) -> dict[str, Any]:
+    """What OUT/settings.json records and a resume must match (eval/identity.py compares it)."""
+    return run_identity(corpus, shards, timeout=args.timeout, max_context_tokens=args.max_context_tokens,
+                        max_new_tokens=args.max_new_tokens, max_obs_tokens=args.max_obs_tokens,
+                        max_output_bytes=config.DEFAULT_MAX_OUTPUT_BYTES, max_tool_calls=args.max_tool_calls,
+                        temperature=args.temperature, model=model_identity(args.model), backend=args.backend,
+                        constrained=bool(args.constrained))
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    check_agent_args(args)
+    positive("--limit", args.limit)
+    positive("--batch-size", args.batch_size)
+    benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+    if not benchmarks:
+        raise UserError("--benchmarks is empty; give names such as nq,hotpotqa")
+    out = writable_dir(args.out or config.runs_dir() / "eval")
+    plan_questions(benchmarks, args.limit)  # a missing, empty or clashing benchmark fails here, not mid-run
+    corpus, shards = resolve_corpus(args.corpus, args.shards)
+    if read_identity(out) is None and (out / RECORDS).is_file():
+        print(f"grepseek: note: {out} holds records but no {SETTINGS} (made by the library or an older grepseek); "
+              "resuming them under this run's settings", file=sys.stderr)
+    check_and_record(out, identity(args, corpus, shards))
+    table = evaluate(args.model, args.backend, benchmarks, args.limit, out, batch_size=args.batch_size,
+                     corpus=corpus, shards=shards, temperature=args.temperature,
+                     max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens,
+                     max_tool_calls=args.max_tool_calls, timeout=args.timeout, max_obs_tokens=args.max_obs_tokens,
+                     backend_kwargs=backend_kwargs(args))
+    print(markdown_table(table), end="")
+    print(f"records, trajectories and tables in {out}")
+    return 0
