@@ -139,5 +139,7 @@ def test_evaluate_scores_each_question_with_the_shared_metrics(index):
     assert by_id["q2"]["prediction"] == "Berlin" and by_id["q2"]["em"] == 0.0
     assert by_id["q3"]["retrieved_ids"] == [] and by_id["q3"]["prediction"] == "I do not know."
     assert by_id["q3"]["f1"] == 0.0
+    # retrieval recall on the agent's scale: did the top-k passages hold a gold answer?
+    assert by_id["q1"]["evidence_found"] and not by_id["q3"]["evidence_found"]
     assert [r["benchmark"] for r in rows] == ["nq", "nq", "popqa"]
     assert len(reader.prompts) == 3 and "(no passages)" in reader.prompts[2]

@@ -46,7 +46,7 @@ class AnsweringBackend:
             question = messages[1]["content"].removeprefix("Query: ")
             if messages[-1]["role"] == "user":
                 self.questions.append(question)
-                text = render_turn("search", command="rg -c -F Paris corpus.jsonl")
+                text = render_turn("search", command="rg -F Paris corpus.jsonl")
             else:
                 text = render_turn("found", answer=REPLIES[question])
             out.append(Generation(text, 100, 20, 0.0))
@@ -86,6 +86,9 @@ def test_scores_tables_and_files(setup):
     assert table.loc["micro", "em"] == pytest.approx(2 / 4)
     assert table.loc["macro", "em"] == pytest.approx((2 / 3 + 0) / 2)
     assert table.loc["micro", "tool_calls"] == 1
+    # the search printed the Paris passage: evidence for n1 only; no question repeated a command
+    assert [records[i]["evidence_found"] for i in ("n1", "n2", "n3", "b1")] == [True, False, False, False]
+    assert table.loc["micro", "evidence_found"] == pytest.approx(1 / 4) and table.loc["micro", "repeated_command"] == 0
     assert len(pd.read_parquet(out / RESULTS)) == 4
     assert pd.read_csv(out / TABLE_CSV, index_col=0).loc["macro", "f1"] == pytest.approx(table.loc["macro", "f1"])
     md = (out / TABLE_MD).read_text()

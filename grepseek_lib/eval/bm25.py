@@ -16,7 +16,9 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.eval.evidence import answer_in
 from grepseek_lib.eval.identity import file_sha256
+from grepseek_lib.eval.metrics import aggregate, exact_match, f1
 from grepseek_lib.eval.runner import RECORDS, plan_questions
 
 #: Passages given to the reader by default (short enough for a 135M model's context).
@@ -156,8 +158,6 @@ def evaluate_bm25(
     """
     from tqdm.auto import tqdm
 
-    from grepseek_lib.eval.metrics import exact_match, f1
-
     records = list(records)
     rows = []
     for start in tqdm(range(0, len(records), batch_size), desc="bm25 read", unit="batch"):
@@ -184,6 +184,7 @@ def evaluate_bm25(
                     "prediction": answer,
                     "raw_output": reply,
                     "retrieved_ids": [p.id for p in passages],
+                    "evidence_found": answer_in("\n".join(f"{p.title}\n{p.text}" for p in passages), gold),
                     "em": float(exact_match(answer, gold)),
                     "f1": float(f1(answer, gold)),
                     "llm_s": float(getattr(gen, "latency_s", None) or batch_s),
@@ -213,8 +214,6 @@ def evaluate_baseline(
     """
     import pandas as pd
 
-    from grepseek_lib.eval.metrics import aggregate
-
     records = [{**q, "benchmark": name} for name, q in plan_questions(benchmarks, limit, benchmarks_dir)]
     index = load_or_build_index(Path(corpus))
     if backend is None:
@@ -226,5 +225,5 @@ def evaluate_baseline(
     out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / RECORDS).open("w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["benchmark", "em", "f1"])
-    return aggregate(frame, by="benchmark", metrics=("em", "f1"))
+    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["benchmark", "em", "f1", "evidence_found"])
+    return aggregate(frame, by="benchmark", metrics=("em", "f1", "evidence_found"))

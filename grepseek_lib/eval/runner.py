@@ -17,15 +17,17 @@ from grepseek_lib.agent.trajectory import Trajectory, append_jsonl
 from grepseek_lib.data.formats import benchmark_path, load_benchmark
 from grepseek_lib.data.importer import FLASHRAG_FILES
 from grepseek_lib.errors import UserError
+from grepseek_lib.eval.evidence import trajectory_report
 from grepseek_lib.eval.metrics import aggregate, exact_match, f1
 
 RECORDS = "records.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 RESULTS = "results.parquet"
 TABLE_MD, TABLE_CSV = "table.md", "table.csv"
-#: Columns of the summary table: the paper's metrics, then tool calls and wall seconds per question
+#: Columns of the summary table: the paper's metrics, the search report (share of questions whose tool outputs
+#: held a gold answer; share that ran some command twice), then tool calls and wall seconds per question
 #: (a batch's wall time shared by its questions; llm_s / tool_s per episode stay in the records).
-TABLE_METRICS = ("em", "f1", "tool_calls", "wall_s")
+TABLE_METRICS = ("em", "f1", "evidence_found", "repeated_command", "tool_calls", "wall_s")
 
 
 #: FlashRAG split files; `.../nq/test.jsonl` is benchmark `nq` (a train split gets `_train`, as in our names).
@@ -117,7 +119,8 @@ def make_record(traj: Trajectory, benchmark: str, wall_s: float) -> dict:
             "format_errors": traj.format_errors, "turns": len(traj.turns), "stop_reason": traj.stop_reason,
             "prompt_tokens": sum(t.prompt_tokens for t in traj.turns),
             "completion_tokens": sum(t.completion_tokens for t in traj.turns),
-            "llm_s": traj.llm_s, "tool_s": traj.tool_s, "total_s": traj.llm_s + traj.tool_s, "wall_s": wall_s}
+            "llm_s": traj.llm_s, "tool_s": traj.tool_s, "total_s": traj.llm_s + traj.tool_s, "wall_s": wall_s,
+            **trajectory_report(traj)}
 
 
 def markdown_table(table) -> str:
@@ -139,6 +142,9 @@ def write_tables(out_dir: Path):
     if frame.empty:
         return aggregate(pd.DataFrame(columns=["benchmark", *TABLE_METRICS]), metrics=TABLE_METRICS)
     frame.to_parquet(out_dir / RESULTS, index=False)
+    for column in TABLE_METRICS:  # records from before a column existed
+        if column not in frame.columns:
+            frame[column] = float("nan")
     table = aggregate(frame, by="benchmark", metrics=TABLE_METRICS)
     table.to_csv(out_dir / TABLE_CSV)
     (out_dir / TABLE_MD).write_text(markdown_table(table), encoding="utf-8")
