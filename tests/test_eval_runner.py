@@ -127,6 +127,17 @@ def test_cli_eval_with_the_tiny_model(setup, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| nq | 1 |" in printed and "| bamboogle | 1 |" in printed and "| macro | 2 |" in printed
     assert len(read_records(out)) == 2
+    # the index baseline on the same questions, into its own folder; settings.json says which system ran
+    base = tmp_path / "bm25"
+    args = ["eval", "--system", "bm25", "--k", "1", "--model", str(model), "--benchmarks", str(bench_dir / "nq.jsonl"),
+            "--limit", "2", "--out", str(base), "--corpus", str(tool.corpus)]
+    assert main(args) == 0
+    assert "| nq | 2 |" in capsys.readouterr().out
+    records = read_records(base)
+    assert [r["id"] for r in records] == ["n1", "n2"] and all(len(r["retrieved_ids"]) == 1 for r in records)
+    assert json.loads((base / "settings.json").read_text())["system"] == "bm25"
+    assert main([*args, "--constrained"]) == 2 and "bm25 reader" in capsys.readouterr().err
+    assert main([*args[:4], "0", *args[5:]]) == 2 and "--k" in capsys.readouterr().err
 
 
 def test_cli_user_errors(setup, tmp_path, capsys):

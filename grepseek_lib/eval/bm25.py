@@ -206,6 +206,7 @@ def evaluate_baseline(
     backend_kind: str = "hf",
     max_new_tokens: int = 32,
     batch_size: int = 4,
+    backend_kwargs: dict | None = None,
 ):
     """The baseline over the same questions eval.runner.evaluate takes (first `limit` per benchmark).
 
@@ -219,7 +220,7 @@ def evaluate_baseline(
     if backend is None:
         from grepseek_lib.agent.backends import make_backend
 
-        backend = make_backend(backend_kind, model)
+        backend = make_backend(backend_kind, model, **(backend_kwargs or {}))
     rows = evaluate_bm25(records, backend, index, k=k, batch_size=batch_size, max_new_tokens=max_new_tokens)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

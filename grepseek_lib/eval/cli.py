@@ -15,6 +15,7 @@ from grepseek_lib import config
 from grepseek_lib.agent.cli import add_agent_options, add_constrained_option, backend_kwargs, check_agent_args
 from grepseek_lib.checks import positive, writable_dir
 from grepseek_lib.errors import UserError
+from grepseek_lib.eval.bm25 import DEFAULT_TOP_K, evaluate_baseline
 from grepseek_lib.eval.identity import SETTINGS, check_and_record, read_identity, run_identity
 from grepseek_lib.eval.runner import (
     RECORDS,
@@ -42,6 +43,11 @@ def register(subparsers) -> None:
     ev.add_argument("--out", type=Path, default=None,
                     help="output folder (default: runs/eval); a rerun with the same settings resumes")
     ev.add_argument("--batch-size", type=int, default=8, help="episodes stepped together (one batched generate)")
+    ev.add_argument("--system", choices=("agent", "bm25"), default="agent",
+                    help="agent: the search agent (default); bm25: the index baseline, BM25's top --k passages "
+                         "read once by the same model, on the same questions")
+    ev.add_argument("--k", type=int, default=DEFAULT_TOP_K, help=f"passages the bm25 baseline reads "
+                                                                  f"(default: {DEFAULT_TOP_K})")
     ev.set_defaults(func=eval_command)
 
 
@@ -57,13 +63,17 @@ def identity(args: argparse.Namespace, corpus: Path, shards: Path | None) -> dic
                         max_new_tokens=args.max_new_tokens, max_obs_tokens=args.max_obs_tokens,
                         max_output_bytes=config.DEFAULT_MAX_OUTPUT_BYTES, max_tool_calls=args.max_tool_calls,
                         temperature=args.temperature, model=model_identity(args.model), backend=args.backend,
-                        constrained=bool(args.constrained))
+                        constrained=bool(args.constrained), system=args.system,
+                        k=args.k if args.system == "bm25" else None)
 
 
 def eval_command(args: argparse.Namespace) -> int:
     check_agent_args(args)
     positive("--limit", args.limit)
     positive("--batch-size", args.batch_size)
+    positive("--k", args.k)
+    if args.system == "bm25" and args.constrained:
+        raise UserError("--constrained is the agent's protocol grammar; the bm25 reader answers in its own format")
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     if not benchmarks:
         raise UserError("--benchmarks is empty; give names such as nq,hotpotqa")
@@ -74,6 +84,13 @@ def eval_command(args: argparse.Namespace) -> int:
         print(f"grepseek: note: {out} holds records but no {SETTINGS} (made by the library or an older grepseek); "
               "resuming them under this run's settings", file=sys.stderr)
     check_and_record(out, identity(args, corpus, shards))
+    if args.system == "bm25":
+        table = evaluate_baseline(args.model, benchmarks, args.limit, out, corpus=corpus, k=args.k,
+                                  backend_kind=args.backend, batch_size=args.batch_size,
+                                  backend_kwargs=backend_kwargs(args))
+        print(markdown_table(table), end="")
+        print(f"records and table in {out}")
+        return 0
     table = evaluate(args.model, args.backend, benchmarks, args.limit, out, batch_size=args.batch_size,
                      corpus=corpus, shards=shards, temperature=args.temperature,
                      max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens,
