@@ -376,7 +376,7 @@ def _sort_merge(parts: list[bytes], p: planner.Plan, deadline: float) -> bytes:
             names.append(name)
         try:
             proc = subprocess.run(["sort", "-m", *p.sort_options, "--", *names], executable=sort, cwd=folder,
-                                  env=child_env(), capture_output=True,
+                                  env={**child_env(), "TMPDIR": str(folder)}, capture_output=True,
                                   timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise _Fallback from None
