@@ -1,4 +1,5 @@
-"""`grepseek run` killed by SIGTERM, SIGHUP or SIGKILL leaves no stage running and no private folder.
+"""`grepseek run` killed by SIGTERM, SIGHUP or SIGKILL leaves no stage running and no private folder;
+its running stages share one memory budget.
 
 Each test runs the real CLI as a subprocess with its own TMPDIR, waits until its stage (an endless
 awk loop) runs, signals the CLI, and then looks for survivors: any process whose parent was the CLI,
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from test_shell_helpers import write_corpus
 
+from grepseek_lib import config
 from grepseek_lib.shell.folder import sweep_orphans
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +48,8 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _start(tmp_path: Path, command: str = LOOP) -> tuple[subprocess.Popen, list[int], Path]:
-    """The CLI running `command`, its stage pids once they run, and its TMPDIR."""
+def _start(tmp_path: Path, command: str = LOOP, stages: int = 1) -> tuple[subprocess.Popen, list[int], Path]:
+    """The CLI running `command`, its stage pids once all `stages` run, and its TMPDIR."""
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir(exist_ok=True)
     corpus = write_corpus(tmp_path / "c.jsonl", n=20)
@@ -57,9 +59,9 @@ def _start(tmp_path: Path, command: str = LOOP) -> tuple[subprocess.Popen, list[
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        stages = _children(proc.pid)
-        if stages and all(Path(f"/proc/{pid}/exe").resolve().name != "setpriv" for pid in stages):
-            return proc, stages, tmpdir
+        pids = _children(proc.pid)
+        if len(pids) == stages and all(Path(f"/proc/{pid}/exe").resolve().name != "setpriv" for pid in pids):
+            return proc, pids, tmpdir
         time.sleep(0.05)
     proc.kill()
     raise AssertionError("the stage never started")
@@ -118,3 +120,22 @@ def test_the_sweep_leaves_folders_of_live_owners_alone(tmp_path):
     removed = sweep_orphans(tmp_path)
     assert sorted(p.name for p in removed) == sorted([orphan.name, hidden_orphan.name])
     assert mine.is_dir() and live.is_dir() and other.is_dir() and link.is_symlink()
+
+
+def _limit(pid: int, name: str) -> int:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith(name):
+            return int(line[len(name):].split()[0])
+    raise AssertionError(name)
+
+
+def test_running_stages_share_one_memory_budget(tmp_path):
+    proc, stages, _ = _start(tmp_path, LOOP + " | sort | cat | cat", stages=4)
+    try:
+        memory = [_limit(pid, "Max address space") for pid in stages]
+        sizes = {Path(f"/proc/{pid}/exe").resolve().name: _limit(pid, "Max file size") for pid in stages}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert memory == [config.CHAIN_MEMORY_BYTES // 4] * 4
+    assert sizes.pop("sort") >= 1 << 30 and set(sizes.values()) == {0}  # only sort may write (its scratch)

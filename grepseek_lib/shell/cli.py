@@ -34,7 +34,7 @@ def register_shard(subparsers: argparse._SubParsersAction) -> None:
     """`grepseek shard`: line-aligned shards + manifest for the parallel engine (shell/shards.py)."""
     parser = subparsers.add_parser(
         "shard", help="cut the corpus into N line-aligned shards with a manifest (for `run --shards`)")
-    parser.add_argument("--corpus", type=Path, default=None, help="corpus file (default: config.default_corpus())")
+    parser.add_argument("--corpus", type=Path, default=None, help="corpus file (default: the mini-wiki corpus, or env GREPSEEK_CORPUS)")
     parser.add_argument("--shards", type=int, required=True, help="number of shards (e.g. the number of cores)")
     parser.add_argument("--out", type=Path, default=None,
                         help="shard folder (default: shards/ next to corpus.jsonl, else <stem>.shards/)")
@@ -59,7 +59,8 @@ def shard_main(args: argparse.Namespace) -> int:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `grepseek run` (kept separate so other commands can reuse them)."""
     parser.add_argument("--corpus", type=Path, default=None,
-                        help="corpus file, seen by the pipeline as corpus.jsonl (default: config.default_corpus())")
+                        help="corpus file, seen by the pipeline as corpus.jsonl (default: the mini-wiki corpus, or env "
+                             "GREPSEEK_CORPUS; with --shards: the corpus the shards were cut from)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
     mode.add_argument("--sequential", action="store_true", help="one process chain over the whole corpus")
