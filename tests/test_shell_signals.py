@@ -8,6 +8,7 @@ and any `grepseek-*` folder in that TMPDIR (for SIGKILL, after the next start ha
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -117,9 +118,15 @@ def test_the_sweep_leaves_folders_of_live_owners_alone(tmp_path):
         (folder / "work").mkdir(parents=True)
     link = tmp_path / f"grepseek-run-{dead.pid}-link"
     link.symlink_to(other)
+    locked = tmp_path / f"grepseek-run-{dead.pid}-locked"  # its pid looks dead (another pid namespace)
+    (locked / "work").mkdir(parents=True)
+    holder = os.open(locked / ".owner", os.O_CREAT | os.O_WRONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
     removed = sweep_orphans(tmp_path)
     assert sorted(p.name for p in removed) == sorted([orphan.name, hidden_orphan.name])
-    assert mine.is_dir() and live.is_dir() and other.is_dir() and link.is_symlink()
+    assert mine.is_dir() and live.is_dir() and other.is_dir() and link.is_symlink() and locked.is_dir()
+    os.close(holder)  # its owner is gone now
+    assert [p.name for p in sweep_orphans(tmp_path)] == [locked.name]
 
 
 def _limit(pid: int, name: str) -> int:

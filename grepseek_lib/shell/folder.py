@@ -5,13 +5,16 @@ holding only the corpus as corpus.jsonl, so `ls` and `find .` print what bash pr
 holding a copy) and `scratch/` (sort's TMPDIR, outside anything the pipeline can name: policy refuses
 `..` and absolute paths). The owner pid in the name lets the next start remove the folder of a run
 that was killed outright (SIGKILL leaves no chance to clean up), and only then: a live owner's folder
-is never touched.
+is never touched. The owner also holds an flock on `<root>/.owner` for the folder's lifetime, which
+the kernel drops when the owner dies: a pid that merely looks dead (another pid namespace sharing the
+temp folder) never costs a live run its folder.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -28,7 +31,9 @@ from grepseek_lib.config import LOGICAL_CORPUS_NAME
 KINDS = ("run", "merge", "sortm")
 _ORPHAN = re.compile(r"^\.?grepseek-(?:" + "|".join(KINDS) + r")-(\d+)-")
 
-_LIVE: set[Path] = set()
+_OWNER = ".owner"
+#: Folders this process made and not yet removed, with the fd that holds their owner lock.
+_LIVE: dict[Path, int] = {}
 _LIVE_LOCK = threading.Lock()
 _SWEPT: set[str] = set()
 
@@ -43,14 +48,36 @@ class RunFolder:
 
 
 def _track(root: Path) -> None:
+    """Hold the owner lock of a fresh folder (stages never inherit it: they start with close_fds)."""
+    fd = os.open(root / _OWNER, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
     with _LIVE_LOCK:
-        _LIVE.add(root)
+        _LIVE[root] = fd
 
 
 def _release(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     with _LIVE_LOCK:
-        _LIVE.discard(root)
+        fd = _LIVE.pop(root, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _unowned(root: str) -> bool:
+    """True when no live process holds the folder's owner lock (or it has none)."""
+    try:
+        fd = os.open(os.path.join(root, _OWNER), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 @atexit.register
@@ -92,7 +119,8 @@ def sweep_orphans(base: Path | str | None = None) -> list[Path]:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or _pid_alive(int(match.group(1))):
+        if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or _pid_alive(int(match.group(1)))
+                or not _unowned(entry.path)):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
@@ -114,8 +142,8 @@ def private_dir(kind: str, base: Path | None = None) -> Iterator[Path]:
     assert kind in KINDS
     sweep_once(base)
     root = Path(tempfile.mkdtemp(prefix=f"grepseek-{kind}-{os.getpid()}-", dir=base))
-    _track(root)
     try:
+        _track(root)
         yield root
     finally:
         _release(root)
@@ -131,8 +159,8 @@ def _make(corpus: Path) -> RunFolder:
             root = Path(tempfile.mkdtemp(prefix=name, dir=base))
         except OSError:
             continue
-        _track(root)
         try:
+            _track(root)
             work, scratch = root / "work", root / "scratch"
             work.mkdir(mode=0o755)
             work.chmod(0o755)  # as a folder made by mkdir under umask 022: `ls -la` shows the same mode
