@@ -23,6 +23,10 @@ DEFAULT_MAX_OBS_TOKENS = 2048
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 #: Agent budget: at most this many tool calls, then one answer.
 MAX_TOOL_CALLS = 5
+#: The longest wall timeout a tool call or `grepseek run` accepts (a larger value is a typo, not a search).
+MAX_TIMEOUT_S = 3600.0
+#: Address space of one whole process chain, split evenly between its stages (shell/limits.py).
+CHAIN_MEMORY_BYTES = 8 << 30
 
 
 def _env_path(var: str, default: Path) -> Path:
