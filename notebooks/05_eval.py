@@ -33,6 +33,9 @@ batch_size = 8
 from grepseek_lib import notebook, runfolder
 from grepseek_lib.eval import bm25, compare, plots
 from grepseek_lib.eval.runner import evaluate
+from grepseek_lib.inspector import filters, load, report
+from grepseek_lib.inspector.browser import Browser
+from grepseek_lib.inspector.rerun import tool_for_run
 
 STAGE = "05_eval"
 run_dir, data_dir = notebook.start(run_dir, data_dir)
@@ -77,10 +80,27 @@ f1_grid
 fig = plots.em_f1_by_benchmark(table)
 runfolder.save_figure(fig, run_dir, STAGE, "em_f1")
 
+# %% [markdown]
+# ## Trajectories: every episode, turn by turn
+#
+# `trajectories.html` in the run folder shows them without a kernel; the browser below steps through one
+# episode and puts another system's episode on the same question beside it.
+# [07_trajectories](07_trajectories.ipynb) has the filters and the SFT-right / GRPO-wrong list.
+
+# %%
+trajectories = load.load_run(run_dir)
+evaluated = filters.select(trajectories.episodes, source=["eval", "bm25"])
+report_path = report.write_report(run_dir, trajectories)
+filters.counts(evaluated)
+
+# %%
+Browser(trajectories, tool_for_run(run_dir, data_dir), episodes=evaluated).widget
+
 # %%
 micro = table[table["benchmark"] == "micro"].set_index("system")
 runfolder.mark_done(run_dir, STAGE, {
     **{f"{s}_micro_f1": micro.loc[s, "f1"] for s in micro.index},
     **{f"{s}_micro_em": micro.loc[s, "em"] for s in micro.index},
     "questions": int(micro["n"].max()) if len(micro) else 0,
+    "episodes_in_report": len(trajectories.episodes),
 })

@@ -16,9 +16,11 @@ import pandas as pd
 
 
 def text(value: Any) -> str:
-    """A cell as text: None / NaN -> ""."""
+    """A cell as text: None / NaN -> "", 2.0 -> "2"."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # an exit code or a count in a column that also holds NaN
     return str(value)
 
 
