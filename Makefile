@@ -48,7 +48,7 @@ notebooks: setup
 
 # JupyterLab served headless + the HTML report in headless Chromium, screenshots in runs/browser-check/
 # (needs `chromium`: apt-get install -y chromium; not part of `make test`).
-browser-check: kernel
+browser-check: setup
 	scripts/browser_check.sh
 
 # The engine's goal is stated on 2 shards of a 1.2 GB corpus (the 15 MB mini-wiki is too small to gain).
