@@ -54,8 +54,7 @@ pd.Series({k: v for k, v in summary.items() if k != "settings"}).to_frame("value
 # ## Loss curve
 
 # %%
-log_history = pd.read_json(out_dir / METRICS_FILE, lines=True)
-runfolder.save_table(log_history, run_dir, STAGE, "log_history")
+log_history = runfolder.save_jsonl_table(out_dir / METRICS_FILE, run_dir, STAGE, "log_history")
 log_history.tail()
 
 # %%

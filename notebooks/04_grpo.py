@@ -74,8 +74,7 @@ runfolder.save_figure(fig, run_dir, STAGE, "reward")
 # ## Trainer log (loss, KL-free clip ratios, ...)
 
 # %%
-log_history = pd.read_json(out_dir / METRICS_FILE, lines=True)
-runfolder.save_table(log_history, run_dir, STAGE, "log_history")
+log_history = runfolder.save_jsonl_table(out_dir / METRICS_FILE, run_dir, STAGE, "log_history")
 log_history.tail()
 
 # %%
