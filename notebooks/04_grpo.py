@@ -75,9 +75,6 @@ runfolder.save_figure(fig, run_dir, STAGE, "reward")
 
 # %%
 log_history = runfolder.save_jsonl_table(out_dir / METRICS_FILE, run_dir, STAGE, "log_history")
-log_history.tail()
-
-# %%
 fig = plots.training_curves(log_history, ["loss", "reward"], title="GRPO trainer log")
 runfolder.save_figure(fig, run_dir, STAGE, "loss")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,7 +110,7 @@ def test_notebook_only_calls_the_library(stage):
 @pytest.mark.parametrize("stage", pipeline.STAGES)
 def test_notebook_saves_a_table_a_figure_and_a_done_marker(stage):
     source = "\n".join(c.source for c in read_nb(stage).cells if c.cell_type == "code")
-    assert "runfolder.save_table(" in source and "runfolder.save_figure(" in source
+    assert re.search(r"runfolder\.save_(jsonl_)?table\(", source) and "runfolder.save_figure(" in source
     assert source.rstrip().splitlines()[-1] == "})" and "runfolder.mark_done(" in source
 
 
