@@ -39,7 +39,7 @@ kernel: setup
 	$(BIN)/python -m ipykernel install --sys-prefix --name grepseek --display-name GrepSeek > /dev/null
 
 lab: kernel
-	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS)
+	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # After editing a notebook (either half of a pair): sync the pairs, then strip outputs from the .ipynb.
 notebooks: setup
