@@ -31,7 +31,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check grepseek_lib tests notebooks
+	$(BIN)/ruff check grepseek_lib tests notebooks scripts
 
 # JupyterLab on the project's venv; notebooks open on the "GrepSeek" kernel (this venv's interpreter).
 LAB_ARGS ?=

@@ -197,3 +197,12 @@ def test_browser_steps_through_turns_shows_another_system_and_reruns(run, tool):
     assert "<h4>grpo</h4>" in browser.beside.value and browser.beside.value.count('class="turn"') == 2
     browser.filters["outcome"].value = "n/a"  # no sft episode is unscored
     assert browser.picker.options == () and "no episode matches" in browser.answer.value
+
+
+def test_a_run_without_trajectories_loads_renders_and_browses(tmp_path):
+    """07_trajectories opened before `make run` finished: empty frames, an empty page, a browser that says so."""
+    data = load.load_run(tmp_path)
+    assert data.episodes.empty and data.turns.empty and "episode" in data.episodes.columns
+    assert report.render_report(data, "empty").count("<details") == 0
+    assert filters.versus(data.episodes, right="sft", wrong="grpo").empty
+    assert "no episode matches" in Browser(data).answer.value
