@@ -83,3 +83,20 @@ def models_dir() -> Path:
 
 def runs_dir() -> Path:
     return _env_path("GREPSEEK_RUNS", REPO_ROOT / "runs")
+
+
+#: The run `make run` writes and the notebooks open when their `run_dir` parameter is None.
+DEFAULT_RUN = "default"
+
+
+def default_run_dir() -> Path:
+    return runs_dir() / DEFAULT_RUN
+
+
+def repo_path(value: str | Path | None, default: Path) -> Path:
+    """A path parameter made absolute the same way wherever the kernel starts (papermill: the repo root,
+    JupyterLab: notebooks/): None -> `default`, `~` expanded, a relative path -> against the repo root."""
+    if value is None or str(value).strip() == "":
+        return Path(default).expanduser().resolve()
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else REPO_ROOT / path).resolve()
