@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run data test test-fast lint bench clean-venv
+.PHONY: setup run data test test-fast lint bench clean-venv lab kernel notebooks browser-check
 
 setup: $(STAMP)
 
@@ -31,7 +31,25 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check grepseek_lib tests
+	$(BIN)/ruff check grepseek_lib tests notebooks scripts
+
+# JupyterLab on the project's venv; notebooks open on the "GrepSeek" kernel (this venv's interpreter).
+LAB_ARGS ?=
+kernel: setup
+	$(BIN)/python -m ipykernel install --sys-prefix --name grepseek --display-name GrepSeek > /dev/null
+
+lab: kernel
+	$(BIN)/jupyter lab --notebook-dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# After editing a notebook (either half of a pair): sync the pairs, then strip outputs from the .ipynb.
+notebooks: setup
+	$(BIN)/jupytext --sync notebooks/[0-9]*.py
+	$(BIN)/nbstripout --keep-id notebooks/[0-9]*.ipynb
+
+# JupyterLab served headless + the HTML report in headless Chromium, screenshots in runs/browser-check/
+# (needs `chromium`: apt-get install -y chromium; not part of `make test`).
+browser-check: setup
+	scripts/browser_check.sh
 
 # The engine's goal is stated on 2 shards of a 1.2 GB corpus (the 15 MB mini-wiki is too small to gain).
 BENCH_CORPUS := data/scaled/corpus-1200mb.jsonl

@@ -23,6 +23,10 @@ DEFAULT_MAX_OBS_TOKENS = 2048
 DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 #: Agent budget: at most this many tool calls, then one answer.
 MAX_TOOL_CALLS = 5
+#: The longest wall timeout a tool call or `grepseek run` accepts (a larger value is a typo, not a search).
+MAX_TIMEOUT_S = 3600.0
+#: Address space of one whole process chain, split evenly between its stages (shell/limits.py).
+CHAIN_MEMORY_BYTES = 8 << 30
 
 
 def _env_path(var: str, default: Path) -> Path:
@@ -79,3 +83,20 @@ def models_dir() -> Path:
 
 def runs_dir() -> Path:
     return _env_path("GREPSEEK_RUNS", REPO_ROOT / "runs")
+
+
+#: The run `make run` writes and the notebooks open when their `run_dir` parameter is None.
+DEFAULT_RUN = "default"
+
+
+def default_run_dir() -> Path:
+    return runs_dir() / DEFAULT_RUN
+
+
+def repo_path(value: str | Path | None, default: Path) -> Path:
+    """A path parameter made absolute the same way wherever the kernel starts (papermill: the repo root,
+    JupyterLab: notebooks/): None -> `default`, `~` expanded, a relative path -> against the repo root."""
+    if value is None or str(value).strip() == "":
+        return Path(default).expanduser().resolve()
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else REPO_ROOT / path).resolve()

@@ -7,14 +7,17 @@ from the same parameters is skipped, so a rerun only redoes what changed (or eve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grepseek_lib import config, runfolder
+from grepseek_lib import config, notebook, runfolder
 from grepseek_lib.checks import writable_dir
 from grepseek_lib.errors import UserError
 
@@ -149,7 +152,7 @@ def ensure_kernel() -> str:
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     manager = KernelSpecManager()
-    for name in ("python3", "grepseek"):
+    for name in ("grepseek", "python3"):
         try:
             argv0 = manager.get_kernel_spec(name).argv[0]
         except NoSuchKernel:
@@ -159,7 +162,7 @@ def ensure_kernel() -> str:
             return name
     from ipykernel.kernelspec import install
 
-    install(kernel_name="grepseek", display_name="Python (grepseek venv)", prefix=sys.prefix)
+    install(kernel_name="grepseek", display_name="GrepSeek", prefix=sys.prefix)
     return "grepseek"
 
 
@@ -184,7 +187,10 @@ def run_stage(
     notebooks_dir: Path = NOTEBOOKS_DIR,
     progress: bool = True,
 ) -> float:
-    """Execute one notebook into the run folder; raise StageFailed naming the notebook and cell."""
+    """Execute one notebook into the run folder; raise StageFailed naming the notebook and cell.
+
+    With `progress`, what the cells print (the library's tqdm bars as text: notebook.start) streams to
+    this terminal as it happens, instead of papermill's per-cell bar that froze during a long cell."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -193,15 +199,18 @@ def run_stage(
         raise UserError(f"notebook missing: {source}")
     target = out / f"{stage}.ipynb"
     began = time.perf_counter()
+    stream = {"stdout_file": sys.stdout, "stderr_file": sys.stderr} if progress else {}
     try:
-        papermill.execute_notebook(
-            str(source),
-            str(target),
-            parameters=params,
-            kernel_name=kernel,
-            cwd=str(config.REPO_ROOT),
-            progress_bar=progress,
-        )
+        with kernel_env(notebook.PROGRESS_ENV, "text" if progress else None):
+            papermill.execute_notebook(
+                str(source),
+                str(target),
+                parameters=params,
+                kernel_name=kernel,
+                cwd=str(config.REPO_ROOT),
+                progress_bar=False,
+                **stream,
+            )
     except PapermillExecutionError as exc:
         first_line = next((ln.strip() for ln in str(exc.source).splitlines() if ln.strip()), "")
         error_line = str(exc.evalue).strip().splitlines()[0] if str(exc.evalue).strip() else ""
@@ -211,6 +220,23 @@ def run_stage(
             f"[executed copy: {target}, In [{exc.exec_count}]]"
         ) from exc
     return time.perf_counter() - began
+
+
+@contextlib.contextmanager
+def kernel_env(name: str, value: str | None) -> Iterator[None]:
+    """Set (or, with None, unset) one environment variable for the kernels started inside the block."""
+    before = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def source_cell_index(executed: Path, index: int) -> int:
@@ -330,5 +356,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", default="default", choices=sorted(PROFILES), help="parameter set (default: default)")
     p.add_argument("--force", action="store_true", help="rerun stages even if their done marker exists")
     p.add_argument("--only", help=f"comma-separated stages to run ({', '.join(STAGES)}; '05' or 'eval' work too)")
-    p.add_argument("--no-progress", action="store_true", help="no per-cell progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="do not stream the notebooks' output and progress bars to the terminal")
     p.set_defaults(func=_command)

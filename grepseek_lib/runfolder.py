@@ -52,6 +52,15 @@ def save_table(df: Any, run_dir: str | Path, stage: str, name: str) -> Path:
     return base.with_suffix(".csv")
 
 
+def save_jsonl_table(source: str | Path, run_dir: str | Path, stage: str, name: str) -> Any:
+    """Read a JSONL log (a trainer's metrics) into a frame, save it as a table, return it for display."""
+    import pandas as pd
+
+    frame = pd.read_json(Path(source), lines=True)
+    save_table(frame, run_dir, stage, name)
+    return frame
+
+
 def save_figure(fig: Any, run_dir: str | Path, stage: str, name: str) -> Path:
     path = figures_dir(run_dir) / f"{stage}_{name}.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")

@@ -113,3 +113,11 @@ def test_run_folder_tables_and_markers(tmp_path):
     assert marker["summary"] == {"n": 3, "f": 0.5, "nan": None}
     runfolder.marker_path(tmp_path, "00_x").write_text("{torn")
     assert runfolder.read_marker(tmp_path, "00_x") is None
+
+
+def test_jsonl_log_becomes_a_saved_table(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 1.5}\n')
+    frame = runfolder.save_jsonl_table(log, tmp_path, "03_x", "log_history")
+    assert frame["loss"].tolist() == [2.5, 1.5]
+    assert pd.read_csv(tmp_path / "tables" / "03_x_log_history.csv")["step"].tolist() == [1, 2]

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from grepseek_lib.cli import main
 from grepseek_lib.data.scale import scale_corpus
 from grepseek_lib.errors import UserError
-from grepseek_lib.shell.shards import MANIFEST_NAME, build_shards, default_shards_dir, load_manifest
+from grepseek_lib.shell import shards as shards_module
+from grepseek_lib.shell.engine import Engine
+from grepseek_lib.shell.shards import MANIFEST_NAME, _Cuts, build_shards, default_shards_dir, load_manifest
 
 _LINES = st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30)
 
@@ -27,7 +29,10 @@ def test_shards_are_the_file_cut_at_line_ends(tmp_path_factory, lines, final_new
     corpus.write_bytes(data)
     manifest = build_shards(corpus, n, folder / "shards")
     parts = [p.read_bytes() for p in manifest.paths]
-    assert len(parts) == n and b"".join(parts) == data
+    assert b"".join(parts) == data
+    lines_in_data = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    assert 1 <= len(parts) <= min(n, max(1, lines_in_data))  # capped: whole lines, never an empty shard
+    assert all(parts) or data == b""
     offset, line = 0, 1
     for i, (info, part) in enumerate(zip(manifest.shards, parts, strict=True)):
         assert (info.byte_offset, info.first_line, info.size) == (offset, line, len(part))
@@ -127,3 +132,57 @@ def test_shard_and_run_commands(tmp_path, capfd):
     corpus.write_text("changed\n")
     assert main(["run", "--corpus", str(corpus), "--shards", str(tmp_path / "shards"), "rg -c x corpus.jsonl"]) == 2
     assert "stale shards" in capfd.readouterr().err
+
+
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(1, 5000), n=st.integers(1, 300), cut=st.integers(0, 5000))
+def test_cut_targets_skip_exactly_past_a_cut(size, n, cut):
+    cuts = _Cuts(size, n)
+    naive = [(size * i + n - 1) // n for i in range(1, n)]
+    assert cuts.target() == (naive[0] if naive else None)
+    cuts.skip_past(cut)
+    later = [t for t in naive[1:] if t > cut]
+    assert cuts.target() == (later[0] if later else None)
+
+
+def test_far_more_shards_than_lines_are_capped_without_empty_files(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b"".join(b'{"id": "%d", "contents": "%s"}\n' % (i, b"x" * (i % 50)) for i in range(3000)))
+    manifest = build_shards(corpus, 10**12, tmp_path / "s")  # a list of N targets would never finish
+    files = sorted((tmp_path / "s").glob("shard-*"))
+    assert 1000 < len(manifest.shards) <= 3000 and len(files) == len(manifest.shards)
+    assert all(s.size > 0 and s.lines >= 1 for s in manifest.shards)
+    assert b"".join(p.read_bytes() for p in manifest.paths) == corpus.read_bytes()
+    assert not list((tmp_path / "s").glob("*.tmp"))
+    build_shards(corpus, 2, tmp_path / "s")
+    assert len(list((tmp_path / "s").glob("shard-*"))) == 2
+
+
+def test_shard_command_says_when_it_made_fewer_shards(tmp_path, capfd):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b"a\nb\nc\n")
+    assert main(["shard", "--corpus", str(corpus), "--shards", "100000", "--out", str(tmp_path / "s")]) == 0
+    assert capfd.readouterr().out.startswith("3 shards (not 100000: a shard holds whole lines")
+
+
+def test_a_byte_identical_rewrite_is_not_stale_and_is_hashed_once(tmp_path, monkeypatch):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b"".join(b'{"id": "%d", "contents": "Paris %d"}\n' % (i, i) for i in range(60)))
+    build_shards(corpus, 3, tmp_path / "s")
+    engine = Engine(corpus, tmp_path / "s", min_shard_bytes=0)
+    stat = corpus.stat()
+    corpus.write_bytes(corpus.read_bytes())  # what `grepseek data build` does to an unchanged corpus
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert engine.run("rg -c Paris corpus.jsonl", timeout=10).stdout == b"60\n"
+    assert load_manifest(tmp_path / "s").mtime_ns == corpus.stat().st_mtime_ns  # recorded: no rehash next time
+
+    def no_hashing(path):
+        raise AssertionError("hashed again")
+
+    monkeypatch.setattr(shards_module, "file_sha256", no_hashing)
+    assert load_manifest(tmp_path / "s", corpus).size == corpus.stat().st_size
+    monkeypatch.undo()
+    corpus.write_bytes(corpus.read_bytes().replace(b"Paris 7", b"Lyon  7"))  # same size, other bytes
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2 * 10**9))
+    with pytest.raises(UserError, match="stale shards.*sha256"):
+        engine.run("rg -c Paris corpus.jsonl", timeout=10)

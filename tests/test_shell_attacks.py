@@ -121,7 +121,7 @@ def test_memory_bomb_hits_the_address_space_limit(sandbox):
     _, corpus, _ = sandbox
     start = time.monotonic()
     result = run_pipeline(parse_command("awk 'BEGIN{s=\"x\"; while(1) s = s s}'"), corpus, timeout=20,
-                          max_output_bytes=None, limits=Limits(address_space_bytes=256 << 20))
+                          max_output_bytes=None, limits=Limits(chain_memory_bytes=256 << 20))
     assert not result.timed_out and result.exit_code != 0 and time.monotonic() - start < 15
 
 

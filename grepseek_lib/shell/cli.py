@@ -1,8 +1,10 @@
 """`grepseek run`: one pipeline over the corpus, printed exactly as `bash -c` would print it.
 
-Contract (../shared/docs/DESIGN.md): stdout and stderr are the pipeline's own, the exit status is the
-last stage's; a refusal exits 126 with one `refused:` line, a timeout exits 124 with a `timeout:` line.
-Sequential runs stream (memory stays flat on `cat corpus.jsonl`); `--shards` goes through the engine.
+Stdout and stderr are the pipeline's own and the exit status is the last stage's, as `bash -c PIPELINE`
+run with LC_ALL=C in a folder holding only the corpus as corpus.jsonl. A refusal exits 126 with one
+`refused:` line, a timeout exits 124 with a `timeout:` line. A stage killed by a limit adds one
+`note:` line on stderr. Sequential runs stream (memory stays flat on `cat corpus.jsonl`); `--shards`
+goes through the parallel engine and, without --corpus, runs over the corpus the shards were cut from.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell.limits import check_max_output_bytes, check_timeout
 from grepseek_lib.shell.types import EXIT_REFUSED, EXIT_TIMEOUT, RunResult
 
 
@@ -31,7 +34,7 @@ def register_shard(subparsers: argparse._SubParsersAction) -> None:
     """`grepseek shard`: line-aligned shards + manifest for the parallel engine (shell/shards.py)."""
     parser = subparsers.add_parser(
         "shard", help="cut the corpus into N line-aligned shards with a manifest (for `run --shards`)")
-    parser.add_argument("--corpus", type=Path, default=None, help="corpus file (default: config.default_corpus())")
+    parser.add_argument("--corpus", type=Path, default=None, help="corpus file (default: the mini-wiki corpus, or env GREPSEEK_CORPUS)")
     parser.add_argument("--shards", type=int, required=True, help="number of shards (e.g. the number of cores)")
     parser.add_argument("--out", type=Path, default=None,
                         help="shard folder (default: shards/ next to corpus.jsonl, else <stem>.shards/)")
@@ -39,12 +42,16 @@ def register_shard(subparsers: argparse._SubParsersAction) -> None:
 
 
 def shard_main(args: argparse.Namespace) -> int:
+    from grepseek_lib.shell.runner import terminate_on_signals
     from grepseek_lib.shell.shards import build_shards, default_shards_dir
 
     corpus = resolve_corpus(args.corpus)
-    manifest = build_shards(corpus, args.shards, args.out or default_shards_dir(corpus))
+    with terminate_on_signals():
+        manifest = build_shards(corpus, args.shards, args.out or default_shards_dir(corpus))
     lines = sum(s.lines for s in manifest.shards)
-    print(f"{len(manifest.shards)} shards of {corpus} ({manifest.size} bytes, {lines} lines, "
+    made = len(manifest.shards)
+    capped = f" (not {args.shards}: a shard holds whole lines and is never empty)" if made < args.shards else ""
+    print(f"{made} shards{capped} of {corpus} ({manifest.size} bytes, {lines} lines, "
           f"sha256 {manifest.sha256[:12]}) in {manifest.directory}")
     return 0
 
@@ -52,14 +59,15 @@ def shard_main(args: argparse.Namespace) -> int:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `grepseek run` (kept separate so other commands can reuse them)."""
     parser.add_argument("--corpus", type=Path, default=None,
-                        help="corpus file, seen by the pipeline as corpus.jsonl (default: config.default_corpus())")
+                        help="corpus file, seen by the pipeline as corpus.jsonl (default: the mini-wiki corpus, or env "
+                             "GREPSEEK_CORPUS; with --shards: the corpus the shards were cut from)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
     mode.add_argument("--sequential", action="store_true", help="one process chain over the whole corpus")
     parser.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S,
-                        help="seconds before the whole chain is killed (exit 124)")
+                        help=f"seconds before the whole chain is killed (exit 124), at most {config.MAX_TIMEOUT_S:g}")
     parser.add_argument("--max-output-bytes", type=int, default=None,
-                        help="stop after this many stdout bytes (exit 141); default: no cap, streamed")
+                        help="stop after this many stdout bytes, at least 1 (exit 141); default: no cap, streamed")
     parser.add_argument("pipeline", help="the pipeline, e.g. \"rg -m 5 'Eiffel Tower' corpus.jsonl | head\"")
 
 
@@ -72,15 +80,15 @@ def resolve_corpus(path: Path | None) -> Path:
 
 def run_main(args: argparse.Namespace) -> int:
     from grepseek_lib.shell.policy import parse_command, refusal_line
-    from grepseek_lib.shell.runner import run_pipeline, timeout_line
+    from grepseek_lib.shell.runner import run_pipeline, terminate_on_signals, timeout_line
+    from grepseek_lib.shell.shards import read_manifest
     from grepseek_lib.shell.tool import load_engine
     from grepseek_lib.shell.types import Refused
 
-    corpus = resolve_corpus(args.corpus)
-    if args.timeout <= 0:
-        raise UserError(f"--timeout must be positive, got {args.timeout}")
-    if args.max_output_bytes is not None and args.max_output_bytes < 0:
-        raise UserError(f"--max-output-bytes must be >= 0, got {args.max_output_bytes}")
+    check_timeout(args.timeout)
+    check_max_output_bytes(args.max_output_bytes)
+    corpus = resolve_corpus(args.corpus if args.corpus is not None or args.shards is None
+                            else Path(read_manifest(args.shards).source))
     try:
         pipeline = parse_command(args.pipeline)
     except Refused as exc:
@@ -88,10 +96,11 @@ def run_main(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     out, err = sys.stdout.buffer, sys.stderr.buffer
     sys.stdout.flush()
-    engine = None if args.sequential else load_engine(corpus, args.shards)
-    runner = engine.run if engine is not None else functools.partial(run_pipeline, corpus=corpus)
-    result: RunResult = runner(pipeline, timeout=args.timeout, max_output_bytes=args.max_output_bytes,
-                               stdout_sink=out, stderr_sink=err)
+    with terminate_on_signals():
+        engine = None if args.sequential else load_engine(corpus, args.shards)
+        runner = engine.run if engine is not None else functools.partial(run_pipeline, corpus=corpus)
+        result: RunResult = runner(pipeline, timeout=args.timeout, max_output_bytes=args.max_output_bytes,
+                                   stdout_sink=out, stderr_sink=err)
     try:
         out.flush()
     except BrokenPipeError:
@@ -102,4 +111,7 @@ def run_main(args: argparse.Namespace) -> int:
     if result.timed_out:
         print(timeout_line(args.timeout), file=sys.stderr)
         return EXIT_TIMEOUT
+    if result.truncated:
+        print(f"note: output cut at --max-output-bytes {args.max_output_bytes}; the pipeline was stopped",
+              file=sys.stderr)
     return result.exit_code

@@ -11,9 +11,7 @@ shard is a timeout of the command, never a partial answer.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +23,8 @@ from typing import BinaryIO
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell import plan as planner
+from grepseek_lib.shell.folder import private_dir
+from grepseek_lib.shell.limits import DEFAULT_LIMITS
 from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.runner import EXIT_TRUNCATED, child_env, resolve_program, run_pipeline
 from grepseek_lib.shell.shards import Manifest, load_manifest
@@ -75,6 +75,8 @@ class Engine:
             self._corpus_stat = (stat.st_size, stat.st_mtime_ns)  # as checked against the manifest
         n = len(self.manifest.shards) if self.manifest else 1
         self.workers = max(1, min(n, workers or os.cpu_count() or 1))
+        #: Shard chains run `workers` at a time: together they get one chain's memory budget.
+        self.shard_limits = DEFAULT_LIMITS.share(self.workers)
 
     # ---- public ---------------------------------------------------------------------------------
 
@@ -116,13 +118,16 @@ class Engine:
     # ---- sharded execution ------------------------------------------------------------------------
 
     def _check_fresh(self) -> None:
-        """A cheap stat per call: shards cut from an older corpus must never answer."""
+        """A cheap stat per call: shards cut from an older corpus must never answer.
+
+        When the stat changed, the manifest is checked again: a corpus rewritten with the same bytes
+        (`grepseek data build` again) passes on its sha256, once; different bytes raise UserError.
+        """
         stat = self.corpus.stat()
         assert self.manifest is not None
         if (stat.st_size, stat.st_mtime_ns) != self._corpus_stat:
-            raise UserError(f"stale shards in {self.manifest.directory}: corpus {self.corpus} changed since it "
-                            f"was sharded; rebuild with `grepseek shard --corpus {self.corpus} --shards "
-                            f"{len(self.manifest.shards)} --out {self.manifest.directory}`")
+            self.manifest = load_manifest(self.manifest.directory, self.corpus)
+            self._corpus_stat = (stat.st_size, stat.st_mtime_ns)
 
     def _run_shard(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None,
                    cancel: threading.Event,
@@ -134,7 +139,7 @@ class Engine:
             return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
         assert self.manifest is not None
         return run_pipeline(pipeline, self.manifest.shard_path(index), timeout=remaining, max_output_bytes=cap,
-                            cancel=cancel, on_slow=on_slow)
+                            limits=self.shard_limits, cancel=cancel, on_slow=on_slow)
 
     def _start(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None) -> _ShardRun:
         cancel = threading.Event()
@@ -215,20 +220,19 @@ class Engine:
     def _run_post(self, pipeline: Pipeline, post: tuple[Stage, ...], merged: bytes, deadline: float,
                   max_output_bytes: int | None) -> RunResult:
         """The stages that must run once, fed the merged bytes exactly as the earlier stages print them."""
-        folder = Path(tempfile.mkdtemp(prefix="grepseek-merge-"))
-        try:
+        with private_dir("merge") as folder:
             stream = folder / "merged.jsonl"
             stream.write_bytes(merged)
             rest = Pipeline(text=pipeline.text, stages=(Stage(("cat", "corpus.jsonl")), *post))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
-            result = run_pipeline(rest, stream, timeout=remaining, max_output_bytes=max_output_bytes)
+            # notes number the post stages as in the whole pipeline (the `cat` stands for the stage before)
+            result = run_pipeline(rest, stream, timeout=remaining, max_output_bytes=max_output_bytes,
+                                  first_stage=len(pipeline.stages) - len(post))
             if result.timed_out:
                 return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
             return result
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _deliver(result: RunResult, stdout_sink: BinaryIO | None, stderr_sink: BinaryIO | None) -> RunResult:
@@ -364,8 +368,7 @@ def _sort_merge(parts: list[bytes], p: planner.Plan, deadline: float) -> bytes:
     sort = resolve_program("sort")
     if sort is None:
         raise _Fallback
-    folder = Path(tempfile.mkdtemp(prefix="grepseek-sortm-"))
-    try:
+    with private_dir("sortm") as folder:
         names = []
         for i, out in enumerate(parts):
             name = f"part-{i:03d}"
@@ -373,15 +376,13 @@ def _sort_merge(parts: list[bytes], p: planner.Plan, deadline: float) -> bytes:
             names.append(name)
         try:
             proc = subprocess.run(["sort", "-m", *p.sort_options, "--", *names], executable=sort, cwd=folder,
-                                  env=child_env(), capture_output=True,
+                                  env={**child_env(), "TMPDIR": str(folder)}, capture_output=True,
                                   timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise _Fallback from None
         if proc.returncode != 0 or proc.stderr:
             raise _Fallback
         merged = proc.stdout
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     if p.merge_uniq:
         merged = _uniq(merged)
     return _first_lines(merged, p.head_lines or 0)

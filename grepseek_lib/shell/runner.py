@@ -2,54 +2,48 @@
 
 The stages are started as one process group joined by pipes, exactly as bash would wire them, in a
 fresh folder that holds only the corpus under its logical name (a hard link, so `ls`, `find`, `rg`
-see a regular file, as in a folder holding a real copy). Limits: a wall timeout that kills the whole
-group, a cap on the bytes read from the last stdout (read while the chain runs, so memory stays flat),
-rlimits (CPU seconds, address space, file size 0). Stdout can be streamed to a sink (the CLI).
+see a regular file, as in a folder holding a real copy; see folder.py). Limits: a wall timeout that
+kills the whole group, a cap on the bytes read from the last stdout (read while the chain runs, so
+memory stays flat), rlimits (limits.py). Stdout can be streamed to a sink (the CLI).
+
+A stage killed by a signal other than SIGPIPE leaves the status bash would give (128+N if it is the
+last stage, else the last stage's) and adds one `note:` line to stderr: without it, a `sort` killed
+in the middle of a chain reads as "no results". Stages die with their parent even when it is killed
+outright (PR_SET_PDEATHSIG, see _pdeathsig_prefix), and with it on exit or SIGTERM/SIGHUP (the CLI
+turns those into SystemExit, so every `finally` below runs).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import math
 import os
-import resource
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
-from grepseek_lib.config import LOGICAL_CORPUS_NAME
+from grepseek_lib.shell import limits as lim
 from grepseek_lib.shell import policy
+from grepseek_lib.shell.folder import RunFolder, run_folder
+from grepseek_lib.shell.limits import DEFAULT_LIMITS, Limits
 from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
+
+__all__ = ["DEFAULT_LIMITS", "EXIT_TRUNCATED", "Limits", "child_env", "resolve_program", "run_pipeline",
+           "search_path", "terminate_on_signals", "timeout_line"]
 
 #: Exit status reported when the output cap (or a closed reader) cut the chain: a writer killed by SIGPIPE.
 EXIT_TRUNCATED = 128 + signal.SIGPIPE
 _CHUNK = 1 << 16
 _CANCEL_POLL_S = 0.02
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-process resource limits; none of them changes what an accepted command prints."""
-
-    #: Virtual memory per process (rg and sort need room; bombs stop here instead of eating the host).
-    address_space_bytes: int = 4 << 30
-    #: Nothing may be written: no allowed command writes files, so this only catches mistakes.
-    file_size_bytes: int = 0
-    #: stderr kept in a buffered RunResult (streamed stderr is not capped).
-    max_stderr_bytes: int = 64 << 10
-
-
-DEFAULT_LIMITS = Limits()
 
 
 def timeout_line(timeout: float | None = None) -> str:
@@ -89,59 +83,66 @@ def resolve_program(name: str) -> str | None:
     return shutil.which(name, path=search_path())
 
 
-# --------------------------------------------------------------------------------------------------
-# The private folder.
-# --------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _pdeathsig_prefix() -> tuple[str, ...]:
+    """`setpriv --pdeathsig KILL --`, put before every stage, when this system's setpriv supports it.
 
-
-def _make_folder(corpus: Path) -> Path:
-    """A fresh 0700 folder holding only `corpus.jsonl`: a hard link when possible, else a symlink."""
-    for base, prefix in ((None, "grepseek-run-"), (corpus.parent, ".grepseek-run-")):
-        try:
-            root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        except OSError:
-            continue
-        try:
-            os.link(corpus, root / LOGICAL_CORPUS_NAME)
-            root.chmod(0o755)  # as a folder made by mkdir: `ls -la` shows the same mode
-            return root
-        except OSError:
-            shutil.rmtree(root, ignore_errors=True)
-    # Different file system and a read-only corpus folder: a symlink (ls -l / find -type differ).
-    root = Path(tempfile.mkdtemp(prefix="grepseek-run-"))
-    os.symlink(corpus, root / LOGICAL_CORPUS_NAME)
-    root.chmod(0o755)
-    return root
+    PR_SET_PDEATHSIG makes the kernel kill a stage when the thread that started it dies, even by
+    SIGKILL. setpriv (util-linux) sets it in the child and then execs the stage by its bare name
+    through PATH, so argv[0] and the binary are exactly those `bash -c` uses. A preexec_fn could call
+    prctl too, but running Python between fork and exec is unsafe in a process with threads (the
+    engine runs shards from a thread pool). The signal follows the creating thread, which is fine
+    here: a chain is always reaped by the thread that started it before that thread moves on.
+    Without setpriv, RLIMIT_CPU still ends an orphaned stage.
+    """
+    setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
+    if setpriv is None:
+        return ()
+    prefix = (setpriv, "--pdeathsig", "KILL", "--")
+    try:
+        probe = subprocess.run([*prefix, "true"], env=child_env(), capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return prefix if probe.returncode == 0 else ()
 
 
 @contextlib.contextmanager
-def corpus_folder(corpus: Path) -> Iterator[Path]:
-    """Yield a private folder where `corpus` appears as corpus.jsonl; removed afterwards."""
-    real = Path(corpus).resolve(strict=True)
-    root = _make_folder(real)
+def terminate_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """In the main thread, turn SIGTERM/SIGHUP into SystemExit(128+N): every chain and folder is cleaned up.
+
+    Python's default for these signals ends the process without running `finally` blocks or atexit
+    handlers. A second signal during the cleanup is ignored (SIGKILL still works, and PDEATHSIG plus
+    the orphan sweep of the next start cover it).
+    """
+    def handler(signum: int, frame: object) -> None:
+        for number in signums:
+            signal.signal(number, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    previous = {number: signal.signal(number, handler) for number in signums}
     try:
-        yield root
+        yield
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        for number, old in previous.items():
+            signal.signal(number, old)
 
 
 # --------------------------------------------------------------------------------------------------
 # The chain.
 # --------------------------------------------------------------------------------------------------
 
+_LIVE_GROUPS: set[int] = set()
+_LIVE_LOCK = threading.Lock()
 
-def _apply_limits(pid: int, timeout: float, limits: Limits) -> None:
-    """Set rlimits on a started stage (prlimit from the parent: no Python between fork and exec)."""
-    cpu = int(min(math.ceil(timeout * max(1, os.cpu_count() or 1)), 10**7)) + 2
-    settings = (
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes)),
-        (resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes)),
-        (resource.RLIMIT_CORE, (0, 0)),
-    )
-    for which, value in settings:
-        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
-            resource.prlimit(pid, which, value)
+
+@atexit.register
+def _kill_live_groups() -> None:
+    """At interpreter exit, no chain started here keeps running (registered after folder.py's sweep)."""
+    with _LIVE_LOCK:
+        groups = list(_LIVE_GROUPS)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def _exit_status(returncode: int) -> int:
@@ -156,21 +157,29 @@ class _Chain:
         self.procs: list[subprocess.Popen] = []
         self.pgid: int | None = None
 
-    def start(self, pipeline: Pipeline, folder: Path, stderr_fd: int, timeout: float, limits: Limits) -> None:
+    def start(self, pipeline: Pipeline, folder: RunFolder, stderr_fd: int, timeout: float, limits: Limits,
+              corpus_bytes: int) -> None:
         env = child_env()
+        sort_env = {**env, "TMPDIR": str(folder.scratch)}  # sort spills there; the pipeline cannot see it
+        prefix = _pdeathsig_prefix()
         stdin: int | BinaryIO = subprocess.DEVNULL
+        n = len(pipeline.stages)
         for stage in pipeline.stages:
             program = resolve_program(stage.program)
             if program is None:
                 raise FileNotFoundError(stage.program)
+            argv = policy.hardened_argv(stage)
             group = {"process_group": 0 if self.pgid is None else self.pgid}
             proc = subprocess.Popen(
-                policy.hardened_argv(stage), executable=program, stdin=stdin, stdout=subprocess.PIPE,
-                stderr=stderr_fd, cwd=folder, env=env, close_fds=True, restore_signals=True, **group)
+                [*prefix, *argv], executable=prefix[0] if prefix else program, stdin=stdin,
+                stdout=subprocess.PIPE, stderr=stderr_fd, cwd=folder.work,
+                env=sort_env if stage.program == "sort" else env, close_fds=True, restore_signals=True, **group)
             if self.pgid is None:
                 self.pgid = proc.pid
+                with _LIVE_LOCK:
+                    _LIVE_GROUPS.add(proc.pid)
             self.procs.append(proc)
-            _apply_limits(proc.pid, timeout, limits)
+            lim.apply(proc.pid, lim.stage_settings(stage.program, n, timeout, limits, corpus_bytes))
             if stdin is not subprocess.DEVNULL:
                 stdin.close()  # only the next stage holds the read end: SIGPIPE works as in bash
             stdin = proc.stdout
@@ -187,13 +196,111 @@ class _Chain:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 return False
+        if self.pgid is not None:
+            with _LIVE_LOCK:
+                _LIVE_GROUPS.discard(self.pgid)
         return True
+
+    def killed(self) -> list[tuple[int, str, int]]:
+        """(index, program, signal) of every stage a signal other than SIGPIPE ended."""
+        return [(i, str(proc.args[len(_pdeathsig_prefix())]), -proc.returncode)
+                for i, proc in enumerate(self.procs)
+                if proc.returncode is not None and proc.returncode < 0 and lim.reportable(-proc.returncode)]
+
+
+@dataclass
+class _Run:
+    """The options of one run and what it has collected so far."""
+
+    deadline: float
+    max_output_bytes: int | None
+    stdout_sink: BinaryIO | None
+    stderr_sink: BinaryIO | None
+    limits: Limits
+    cancel: threading.Event | None
+    on_slow: tuple[float, Callable[[], None]] | None
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+    sent: int = 0
+    timed_out: bool = False
+    truncated: bool = False
+    sink_closed: bool = False
+
+    @property
+    def cut(self) -> bool:
+        """We stopped the chain (timeout, output cap, closed reader, cancel): its deaths are ours."""
+        return self.timed_out or self.truncated or self.sink_closed
+
+    def stderr(self, chunk: bytes, capped: bool = True) -> None:
+        if self.stderr_sink is not None:
+            with contextlib.suppress(BrokenPipeError, ValueError):
+                self.stderr_sink.write(chunk)
+        elif not capped:
+            self.err += chunk
+        elif len(self.err) < self.limits.max_stderr_bytes:
+            self.err += chunk[: self.limits.max_stderr_bytes - len(self.err)]
+
+    def stdout(self, chunk: bytes) -> bool:
+        """Take a chunk of the last stage's stdout; True once the run must stop reading."""
+        if self.max_output_bytes is not None and self.sent + len(chunk) > self.max_output_bytes:
+            chunk = chunk[: self.max_output_bytes - self.sent]
+            self.truncated = True
+        try:
+            if self.stdout_sink is not None:
+                self.stdout_sink.write(chunk)
+            else:
+                self.out += chunk
+        except BrokenPipeError:
+            self.sink_closed = True
+        self.sent += len(chunk)
+        return self.truncated or self.sink_closed
+
+    def wait_budget(self, now: float) -> float | None:
+        """Seconds select() may block; None when the run must stop (timeout or cancel)."""
+        remaining = self.deadline - now
+        if remaining <= 0:
+            self.timed_out = True
+            return None
+        if self.cancel is not None:
+            if self.cancel.is_set():
+                self.sink_closed = True
+                return None
+            remaining = min(remaining, _CANCEL_POLL_S)
+        if self.on_slow is not None:
+            slow_at, callback = self.on_slow
+            if now >= slow_at:
+                self.on_slow = None
+                callback()
+            else:
+                remaining = min(remaining, slow_at - now)
+        return remaining
+
+
+def _pump(run: _Run, stdout_fd: int, err_r: int) -> None:
+    """Read the last stdout and the shared stderr until both close, the deadline passes or a cap is hit."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stdout_fd, selectors.EVENT_READ, "out")
+        selector.register(err_r, selectors.EVENT_READ, "err")
+        open_streams = 2
+        while open_streams:
+            remaining = run.wait_budget(time.monotonic())
+            if remaining is None:
+                return
+            for key, _ in selector.select(timeout=remaining):
+                chunk = os.read(key.fd, _CHUNK)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    open_streams -= 1
+                elif key.data == "err":
+                    run.stderr(chunk)
+                elif run.stdout(chunk):
+                    return
 
 
 def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output_bytes: int | None,
                  stdout_sink: BinaryIO | None = None, stderr_sink: BinaryIO | None = None,
                  limits: Limits = DEFAULT_LIMITS, cancel: threading.Event | None = None,
-                 on_slow: tuple[float, Callable[[], None]] | None = None) -> RunResult:
+                 on_slow: tuple[float, Callable[[], None]] | None = None, first_stage: int = 1) -> RunResult:
     """Run `pipeline` over `corpus` (seen as corpus.jsonl). Exit status is the last stage's, as bash.
 
     Without sinks, stdout and stderr are returned in the RunResult; with sinks they are written there
@@ -204,91 +311,40 @@ def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output
     result is then marked `truncated` with status 141 and must be discarded by the caller.
     `on_slow=(seconds, callback)` calls `callback` from this thread once the chain has run that long
     (the engine starts the other shards of a head plan only then, without a helper thread).
+    `first_stage` is the number stage notes give the first stage (the engine's post part runs the
+    tail of a longer pipeline).
     """
     for stage in pipeline.stages:  # defence in depth: a Pipeline built by hand is checked too
         policy.check_stage(list(stage.argv))
-    with corpus_folder(corpus) as folder:
-        return _run_in(pipeline, folder, timeout, max_output_bytes, stdout_sink, stderr_sink, limits, cancel,
-                       on_slow)
-
-
-def _run_in(pipeline: Pipeline, folder: Path, timeout: float, max_output_bytes: int | None,
-            stdout_sink: BinaryIO | None, stderr_sink: BinaryIO | None, limits: Limits,
-            cancel: threading.Event | None = None,
-            on_slow: tuple[float, Callable[[], None]] | None = None) -> RunResult:
+    timeout = lim.check_timeout(timeout, "timeout")
     start = time.monotonic()
-    deadline = start + timeout
-    slow_at = start + on_slow[0] if on_slow is not None else math.inf
-    out = bytearray()
-    err = bytearray()
-    sent = 0
-    truncated = timed_out = sink_closed = False
+    slow = (start + on_slow[0], on_slow[1]) if on_slow is not None else None
+    run = _Run(start + timeout, max_output_bytes, stdout_sink, stderr_sink, limits, cancel, slow)
+    corpus = Path(corpus)
+    with run_folder(corpus) as folder:
+        return _run_in(pipeline, folder, corpus.stat().st_size, timeout, run, first_stage)
+
+
+def _run_in(pipeline: Pipeline, folder: RunFolder, corpus_bytes: int, timeout: float, run: _Run,
+            first_stage: int) -> RunResult:
     chain = _Chain()
     err_r, err_w = os.pipe()
     try:
         try:
-            chain.start(pipeline, folder, err_w, timeout, limits)
+            chain.start(pipeline, folder, err_w, timeout, run.limits, corpus_bytes)
         except FileNotFoundError as exc:
             chain.kill()
             chain.wait(time.monotonic() + 5)
-            message = f"bash: line 1: {exc.args[0]}: command not found\n".encode()
-            return RunResult(b"", message, 127)
+            return RunResult(b"", f"bash: line 1: {exc.args[0]}: command not found\n".encode(), 127)
         finally:
             os.close(err_w)
         stdout = chain.procs[-1].stdout
         assert stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(stdout.fileno(), selectors.EVENT_READ, "out")
-            selector.register(err_r, selectors.EVENT_READ, "err")
-            open_streams = 2
-            while open_streams:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                if cancel is not None:
-                    if cancel.is_set():
-                        sink_closed = True
-                        break
-                    remaining = min(remaining, _CANCEL_POLL_S)
-                if on_slow is not None:
-                    now = time.monotonic()
-                    if now >= slow_at:
-                        on_slow[1]()
-                        on_slow, slow_at = None, math.inf
-                    else:
-                        remaining = min(remaining, slow_at - now)
-                for key, _ in selector.select(timeout=remaining):
-                    chunk = os.read(key.fd, _CHUNK)
-                    if not chunk:
-                        selector.unregister(key.fd)
-                        open_streams -= 1
-                        continue
-                    if key.data == "err":
-                        if stderr_sink is not None:
-                            with contextlib.suppress(BrokenPipeError, ValueError):
-                                stderr_sink.write(chunk)
-                        elif len(err) < limits.max_stderr_bytes:
-                            err += chunk[: limits.max_stderr_bytes - len(err)]
-                        continue
-                    if max_output_bytes is not None and sent + len(chunk) > max_output_bytes:
-                        chunk = chunk[: max_output_bytes - sent]
-                        truncated = True
-                    try:
-                        if stdout_sink is not None:
-                            stdout_sink.write(chunk)
-                        else:
-                            out += chunk
-                    except BrokenPipeError:
-                        sink_closed = True
-                    sent += len(chunk)
-                    if truncated or sink_closed:
-                        open_streams = 0
-                        break
-        if timed_out or truncated or sink_closed:
+        _pump(run, stdout.fileno(), err_r)
+        if run.cut:
             chain.kill()
-        if not chain.wait(deadline if not (timed_out or truncated or sink_closed) else time.monotonic() + 5):
-            timed_out = True
+        if not chain.wait(time.monotonic() + 5 if run.cut else run.deadline):
+            run.timed_out = True
             chain.kill()
             chain.wait(time.monotonic() + 5)
     finally:
@@ -298,10 +354,15 @@ def _run_in(pipeline: Pipeline, folder: Path, timeout: float, max_output_bytes: 
                 proc.stdout.close()
         os.close(err_r)
         chain.wait(time.monotonic() + 5)
-    if timed_out:
+    if run.timed_out:
         code = EXIT_TIMEOUT
-    elif truncated or sink_closed:
+    elif run.cut:
         code = EXIT_TRUNCATED
     else:
         code = _exit_status(chain.procs[-1].returncode)
-    return RunResult(bytes(out), bytes(err), code, timed_out=timed_out, truncated=truncated or sink_closed)
+        n = len(chain.procs)
+        for index, program, signum in chain.killed():
+            note = lim.death_note(first_stage + index, program, signum, index == n - 1, n, run.limits, corpus_bytes)
+            run.stderr((note + "\n").encode(), capped=False)
+    return RunResult(bytes(run.out), bytes(run.err), code, timed_out=run.timed_out,
+                     truncated=run.truncated or run.sink_closed)

@@ -14,6 +14,7 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell.limits import check_max_output_bytes, check_timeout
 from grepseek_lib.shell.policy import parse_command, refusal_line
 from grepseek_lib.shell.runner import run_pipeline, timeout_line
 from grepseek_lib.shell.types import EXIT_REFUSED, Pipeline, Refused, RunResult
@@ -133,12 +134,10 @@ class ShellTool:
         if not self.corpus.is_file():
             raise UserError(f"corpus not found: {self.corpus}; build it with `grepseek data build` "
                             "or pass the path of a corpus.jsonl")
-        if timeout <= 0:
-            raise UserError(f"timeout must be positive, got {timeout}")
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout, "timeout")
         self.max_obs_tokens = max_obs_tokens
         self.tokenizer = tokenizer
-        self.max_output_bytes = max_output_bytes
+        self.max_output_bytes = check_max_output_bytes(max_output_bytes, "max_output_bytes")
         self.engine = load_engine(self.corpus, shards)
 
     def run(self, command: str) -> RunResult:

@@ -1,0 +1,88 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: GrepSeek
+#     language: python
+#     name: grepseek
+# ---
+
+# %% [markdown]
+# # 04 · GRPO
+#
+# RL from the SFT checkpoint (trl GRPOTrainer): multi-turn rollouts through the same shell tool, reward = token F1 x format gate, observations masked out of the loss. Settings start from `train/configs.py`; the parameters below override a few.
+
+# %% tags=["parameters"]
+run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
+data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; built by 00_data)
+train_config = "cpu"
+grpo_steps = 2
+grpo_questions = 2  # questions per step
+grpo_generations = 2  # rollouts per question (G)
+grpo_max_completion = 768  # tokens per episode
+grpo_pool = 2  # training questions, at least grpo_questions (every step sees the whole pool)
+grpo_probe_candidates = 4  # questions probed with the SFT policy; 0 trains on the first ones
+max_new_tokens = 128  # tokens per turn
+max_tool_calls = 5
+seed = 0
+
+# %%
+from dataclasses import replace
+
+import pandas as pd
+
+from grepseek_lib import notebook, runfolder
+from grepseek_lib.eval import plots
+from grepseek_lib.train.configs import load_config
+from grepseek_lib.train.grpo import METRICS_FILE, REWARD_PARTS_FILE, read_reward_parts, run_grpo
+
+STAGE = "04_grpo"
+run_dir, data_dir = notebook.start(run_dir, data_dir)
+models = runfolder.artifacts_dir(run_dir, "models")
+out_dir = models / "grpo"
+settings = replace(load_config(train_config).grpo, max_steps=grpo_steps, questions_per_step=grpo_questions,
+                   num_generations=grpo_generations, per_device_train_batch_size=grpo_generations,
+                   max_completion_length=grpo_max_completion, max_turn_tokens=max_new_tokens,
+                   max_tool_calls=max_tool_calls, max_questions=grpo_pool,
+                   probe_candidates=grpo_probe_candidates, seed=seed)
+settings
+
+# %%
+summary = run_grpo(str(models / "sft"), out_dir, settings, corpus=data_dir / "corpus.jsonl",
+                   shards=data_dir / "shards", benchmarks_dir=data_dir / "benchmarks")
+pd.Series({k: v for k, v in summary.items() if k != "settings"}).to_frame("value")
+
+# %% [markdown]
+# ## Reward (and its parts) per step
+
+# %%
+reward_parts = pd.DataFrame(read_reward_parts(out_dir / REWARD_PARTS_FILE))
+runfolder.save_table(reward_parts, run_dir, STAGE, "reward_parts")
+reward_parts.tail()
+
+# %%
+fig = plots.training_curves(reward_parts, ["reward", "format_pass_rate", "answer_rate", "tool_calls"],
+                            title="GRPO rollouts")
+runfolder.save_figure(fig, run_dir, STAGE, "reward")
+
+# %% [markdown]
+# ## Trainer log (loss, KL-free clip ratios, ...)
+
+# %%
+log_history = runfolder.save_jsonl_table(out_dir / METRICS_FILE, run_dir, STAGE, "log_history")
+fig = plots.training_curves(log_history, ["loss", "reward"], title="GRPO trainer log")
+runfolder.save_figure(fig, run_dir, STAGE, "loss")
+
+# %%
+runfolder.mark_done(run_dir, STAGE, {
+    "steps": summary["steps"],
+    "questions": summary["questions"],
+    "reward_first": summary.get("reward_first"),
+    "reward_last": summary.get("reward_last"),
+    "wall_s": summary["wall_s"],
+})

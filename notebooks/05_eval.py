@@ -1,0 +1,106 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: GrepSeek
+#     language: python
+#     name: grepseek
+# ---
+
+# %% [markdown]
+# # 05 · Evaluation
+#
+# EM / F1 per benchmark, micro and macro, on the SAME questions for: the zero-shot agent, the agent after SFT, after GRPO, and BM25 top-k passages read by the same base model in one shot.
+
+# %% tags=["parameters"]
+run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
+data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; built by 00_data)
+model = "smollm2"  # the base model (zero-shot agent and BM25 reader)
+benchmarks = ["nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle"]
+eval_limit = 2  # first N questions per benchmark
+bm25_k = 3
+max_new_tokens = 128
+max_tool_calls = 5
+max_obs_tokens = 256  # observation cap (tokens); match the GRPO config's
+batch_size = 8
+
+# %%
+from grepseek_lib import notebook, runfolder
+from grepseek_lib.eval import bm25, compare, plots
+from grepseek_lib.eval.runner import evaluate
+from grepseek_lib.inspector import filters, load, report
+from grepseek_lib.inspector.browser import Browser
+from grepseek_lib.inspector.rerun import tool_for_run
+
+STAGE = "05_eval"
+run_dir, data_dir = notebook.start(run_dir, data_dir)
+corpus = data_dir / "corpus.jsonl"
+shards_dir = data_dir / "shards"
+eval_dir = runfolder.artifacts_dir(run_dir, "eval")
+models = runfolder.artifacts_dir(run_dir, "models")
+agents = {"zero_shot": model, "sft": str(models / "sft"), "grpo": str(models / "grpo")}
+
+# %% [markdown]
+# ## The agent at each training stage
+
+# %%
+for system, policy in agents.items():
+    evaluate(policy, benchmarks=benchmarks, limit=eval_limit, out_dir=eval_dir / system,
+             corpus=corpus, shards=shards_dir, benchmarks_dir=data_dir / "benchmarks",
+             max_new_tokens=max_new_tokens, max_tool_calls=max_tool_calls, max_obs_tokens=max_obs_tokens,
+             batch_size=batch_size)
+
+# %% [markdown]
+# ## BM25 top-k, read in one shot by the base model
+
+# %%
+bm25.evaluate_baseline(model, benchmarks, eval_limit, eval_dir / "bm25", corpus=corpus,
+                       benchmarks_dir=data_dir / "benchmarks", k=bm25_k)
+
+# %% [markdown]
+# ## One table, the same questions for every system
+
+# %%
+frames = compare.load_system_records({s: eval_dir / s for s in ["bm25", *agents]})
+table = compare.comparison_table(frames)
+runfolder.save_table(table, run_dir, STAGE, "em_f1")
+table
+
+# %%
+f1_grid = compare.wide_table(table, "f1")
+runfolder.save_table(f1_grid, run_dir, STAGE, "f1_grid")
+f1_grid
+
+# %%
+fig = plots.em_f1_by_benchmark(table)
+runfolder.save_figure(fig, run_dir, STAGE, "em_f1")
+
+# %% [markdown]
+# ## Trajectories: every episode, turn by turn
+#
+# `trajectories.html` in the run folder shows them without a kernel; the browser below steps through one
+# episode and puts another system's episode on the same question beside it.
+# [07_trajectories](07_trajectories.ipynb) has the filters and the SFT-right / GRPO-wrong list.
+
+# %%
+trajectories = load.load_run(run_dir)
+evaluated = filters.select(trajectories.episodes, source=["eval", "bm25"])
+report_path = report.write_report(run_dir, trajectories)
+filters.counts(evaluated)
+
+# %%
+Browser(trajectories, tool_for_run(run_dir, data_dir), episodes=evaluated).widget
+
+# %%
+micro = table[table["benchmark"] == "micro"].set_index("system")
+runfolder.mark_done(run_dir, STAGE, {
+    **{f"{s}_micro_f1": micro.loc[s, "f1"] for s in micro.index},
+    **{f"{s}_micro_em": micro.loc[s, "em"] for s in micro.index},
+    "questions": int(micro["n"].max()) if len(micro) else 0,
+    "episodes_in_report": len(trajectories.episodes),
+})
