@@ -33,7 +33,8 @@ _COMMON: dict[str, Any] = {
     "bm25_k": 3,
     "teacher": "offline",
     "train_config": "cpu",
-    #: Observation cap at evaluation; the CPU GRPO config trains with 256 (paper: 2048 on GPU).
+    #: The run's one observation cap (tokens): cold start, GRPO and eval cut tool outputs at it and their
+    #: system prompts state it (the paper's 2,048 makes CPU rollouts several times longer).
     "max_obs_tokens": 256,
 }
 

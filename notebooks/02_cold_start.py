@@ -24,6 +24,7 @@ model = "smollm2"  # the policy whose tokenizer cuts observations, as at inferen
 train_splits = ["hotpotqa_train", "musique_train"]
 coldstart_limit = 200  # questions per split
 teacher = "offline"
+max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
 seed = 0
 
 # %%
@@ -41,7 +42,8 @@ splits = ",".join(str(data_dir / "benchmarks" / f"{s}.jsonl") for s in train_spl
 # %%
 exit_code = grepseek(["coldstart", "--splits", splits, "--limit", str(coldstart_limit), "--out", str(out_dir),
                       "--corpus", str(data_dir / "corpus.jsonl"), "--shards", str(data_dir / "shards"),
-                      "--teacher", teacher, "--tokenizer", model, "--seed", str(seed)])
+                      "--teacher", teacher, "--tokenizer", model, "--seed", str(seed),
+                      "--max-obs-tokens", str(max_obs_tokens)])
 assert exit_code == 0, f"grepseek coldstart exited {exit_code}"
 
 # %% [markdown]

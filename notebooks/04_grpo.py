@@ -29,6 +29,7 @@ grpo_pool = 2  # training questions, at least grpo_questions (every step sees th
 grpo_probe_candidates = 4  # questions probed with the SFT policy; 0 trains on the first ones
 max_new_tokens = 128  # tokens per turn
 max_tool_calls = 5
+max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
 seed = 0
 
 # %%
@@ -48,7 +49,7 @@ out_dir = models / "grpo"
 settings = replace(load_config(train_config).grpo, max_steps=grpo_steps, questions_per_step=grpo_questions,
                    num_generations=grpo_generations, per_device_train_batch_size=grpo_generations,
                    max_completion_length=grpo_max_completion, max_turn_tokens=max_new_tokens,
-                   max_tool_calls=max_tool_calls, max_questions=grpo_pool,
+                   max_tool_calls=max_tool_calls, max_obs_tokens=max_obs_tokens, max_questions=grpo_pool,
                    probe_candidates=grpo_probe_candidates, seed=seed)
 settings
 

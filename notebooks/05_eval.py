@@ -26,12 +26,12 @@ eval_limit = 2  # first N questions per benchmark
 bm25_k = 3
 max_new_tokens = 128
 max_tool_calls = 5
-max_obs_tokens = 256  # observation cap (tokens); match the GRPO config's
+max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
 batch_size = 8
 
 # %%
 from grepseek_lib import notebook, runfolder
-from grepseek_lib.eval import bm25, compare, plots
+from grepseek_lib.eval import bm25, compare, losses, plots
 from grepseek_lib.eval.runner import evaluate
 from grepseek_lib.inspector import filters, load, report
 from grepseek_lib.inspector.browser import Browser
@@ -79,6 +79,25 @@ f1_grid
 # %%
 fig = plots.em_f1_by_benchmark(table)
 runfolder.save_figure(fig, run_dir, STAGE, "em_f1")
+
+# %% [markdown]
+# ## What holds the agent back
+#
+# Each episode put down to one cause (eval/losses.py): a right answer, two format errors in a row, a command
+# run twice, no answer within the budget, the answer printed but not given, or searches that never printed it.
+# Evidence recall is the share of episodes whose tool outputs held a gold answer (for BM25: its top-k passages).
+
+# %%
+loss_shares = losses.loss_table(compare.common_questions(frames))
+runfolder.save_table(loss_shares, run_dir, STAGE, "losses")
+fig = plots.stacked_shares(loss_shares, losses.CAUSES, title="where the episodes end")
+runfolder.save_figure(fig, run_dir, STAGE, "losses")
+loss_shares
+
+# %%
+recall = compare.search_table(frames)
+runfolder.save_table(recall, run_dir, STAGE, "evidence_recall")
+recall
 
 # %% [markdown]
 # ## Trajectories: every episode, turn by turn

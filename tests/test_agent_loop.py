@@ -84,7 +84,7 @@ def test_multi_turn_search_then_answer(tool):
     assert first.tool_s > 0 and last.observation is None
     roles = [m["role"] for m in traj.messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
-    assert traj.messages[0]["content"] == system_prompt(len(PASSAGES))
+    assert traj.messages[0]["content"] == system_prompt(len(PASSAGES), max_obs_tokens=tool.max_obs_tokens)
     assert traj.messages[1]["content"] == f"Query: {q}"
     assert traj.messages[3]["content"] == observation_text(first.observation)
     # the model saw each observation before its next turn
@@ -222,7 +222,7 @@ def test_smollm2_end_to_end(tool):
     traj = run_episode({"id": "e2e", "question": "Who was the brother of Moses?", "golden_answers": ["Aaron"]},
                        backend, tool, max_new_tokens=48)
     assert traj.stop_reason in STOP_REASONS and traj.turns
-    assert traj.messages[:2] == [{"role": "system", "content": system_prompt(len(PASSAGES))},
+    assert traj.messages[:2] == [{"role": "system", "content": system_prompt(len(PASSAGES), max_obs_tokens=tool.max_obs_tokens)},
                                  {"role": "user", "content": "Query: Who was the brother of Moses?"}]
     for turn in traj.turns:
         assert turn.prompt_tokens > 500 and 0 < turn.completion_tokens <= 48 and turn.llm_s > 0

@@ -343,3 +343,16 @@ def test_report_of_the_smoke_run_has_every_episode_and_turn(smoke, tmp_path):
     page = report.render_report(data, "smoke")
     assert page.count('<details class="episode"') == len(data.episodes)
     assert page.count('<details class="turn"') == len(data.turns) > 0
+
+
+@pytest.mark.slow
+def test_smoke_run_has_one_observation_cap(smoke):
+    """Cold-start data and every agent system of the eval state the run's cap, the one the tool cut at."""
+    from tests.test_obs_cap import stated_cap
+
+    cap = pipeline.PROFILES["smoke"]["max_obs_tokens"]
+    rows = [json.loads(line) for line in (smoke["out"] / "coldstart" / "train.jsonl").read_text().splitlines()]
+    assert rows and {stated_cap(row["messages"]) for row in rows} == {cap}
+    for system in ("zero_shot", "sft", "grpo"):
+        lines = (smoke["out"] / "eval" / system / "trajectories.jsonl").read_text().splitlines()
+        assert lines and {stated_cap(json.loads(line)["messages"]) for line in lines} == {cap}, system

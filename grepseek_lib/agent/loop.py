@@ -132,7 +132,8 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
     episodes = []
     for index, item in enumerate(items):
         qid, question, golds = _as_item(item, index)
-        messages = initial_messages(question, n_lines, max_tool_calls=max_tool_calls)
+        messages = initial_messages(question, n_lines, max_tool_calls=max_tool_calls,
+                                    max_obs_tokens=tool.max_obs_tokens)  # the prompt states the tool's own cut
         episodes.append(_Episode(Trajectory(question=question, id=qid, golds=golds, messages=messages),
                                  budget_spent=max_tool_calls <= 0))
 

@@ -31,6 +31,9 @@ def register(subparsers) -> None:
     cs.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     cs.add_argument("--shards", type=Path, default=None, help="shard folder (default: the mini-wiki's, if built)")
     cs.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S, help="seconds per command")
+    cs.add_argument("--max-obs-tokens", type=int, default=config.DEFAULT_MAX_OBS_TOKENS,
+                    help="observation cap in tokens: tool outputs are cut there and the system prompt says so "
+                         "(use the cap the policy will be trained and evaluated with)")
     cs.add_argument("--seed", type=int, default=0, help="seed of the random choices (default: 0)")
     cs.add_argument("--dev-percent", type=float, default=10.0, help="share of question ids held out as dev")
     cs.add_argument("--probe-rate", type=float, default=0.25, help="share of hops that count matches first")
@@ -81,6 +84,7 @@ def _check_args(args) -> Path:
     positive("--limit", args.limit)
     positive("--max-new-tokens", args.max_new_tokens)
     positive("--timeout", args.timeout)
+    positive("--max-obs-tokens", args.max_obs_tokens)
     fraction("--dev-percent", args.dev_percent, 100)
     for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate", "--zero-count-rate"):
         fraction(flag, getattr(args, flag[2:].replace("-", "_")))
@@ -115,7 +119,7 @@ def coldstart_command(args) -> int:
         from grepseek_lib.train.models import load_tokenizer
 
         tokenizer = load_tokenizer(args.tokenizer)
-    tool = make_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=config.DEFAULT_MAX_OBS_TOKENS,
+    tool = make_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=args.max_obs_tokens,
                      tokenizer=tokenizer)
     n_lines = corpus_lines(tool)
     out.mkdir(parents=True, exist_ok=True)
@@ -130,7 +134,7 @@ def coldstart_command(args) -> int:
         outcome = process_question(item, tutor, planner, tool, seed=args.seed, probe_rate=args.probe_rate,
                                    fill_budget_rate=args.fill_budget_rate, detour_rate=args.detour_rate,
                                    zero_count_rate=args.zero_count_rate)
-        record = ex.make_record(item, outcome, n_lines)
+        record = ex.make_record(item, outcome, n_lines, max_obs_tokens=tool.max_obs_tokens)
         ex.append_record(records_path, record)
         done[(item.source, item.id)] = record
         accepted += outcome.accepted

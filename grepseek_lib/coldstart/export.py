@@ -20,18 +20,19 @@ from grepseek_lib.agent.prompt import initial_messages, with_budget_note
 from grepseek_lib.coldstart.accept import STAGES, Outcome
 from grepseek_lib.coldstart.roles import Item
 from grepseek_lib.coldstart.strategies import STRATEGIES, is_count, strategy_of
+from grepseek_lib.shell.tool import observation_text
 
 RECORDS = "records.jsonl"
 DATASET_FIELDS = ("id", "source", "question", "golds", "n_tool_calls", "messages")
 
 
-def to_messages(item: Item, outcome: Outcome, n_lines: int,
-                max_tool_calls: int = config.MAX_TOOL_CALLS) -> list[dict]:
-    """The conversation exactly as the agent sees it at inference: same prompt, renderer and payload text,
-    and the loop's budget note on the last allowed tool call."""
-    from grepseek_lib.shell.tool import observation_text
-
-    messages = initial_messages(item.question, n_lines)
+def to_messages(item: Item, outcome: Outcome, n_lines: int, max_tool_calls: int = config.MAX_TOOL_CALLS,
+                max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS) -> list[dict]:
+    """The conversation exactly as the agent sees it at inference: same prompt (stating the observation cap
+    the tool cut these payloads at), renderer and payload text, and the loop's budget note on the last
+    allowed tool call."""
+    messages = initial_messages(item.question, n_lines, max_tool_calls=max_tool_calls,
+                                max_obs_tokens=max_obs_tokens)
     calls = 0
     for turn in outcome.turns:
         messages.append({"role": "assistant", "content": render_turn(turn.think, turn.command, turn.answer)})
@@ -43,7 +44,8 @@ def to_messages(item: Item, outcome: Outcome, n_lines: int,
     return messages
 
 
-def make_record(item: Item, outcome: Outcome, n_lines: int) -> dict[str, Any]:
+def make_record(item: Item, outcome: Outcome, n_lines: int,
+                max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS) -> dict[str, Any]:
     record = {"id": item.id, "source": item.source, "question": item.question, "golds": list(item.golds),
               "accepted": outcome.accepted, "stage": outcome.stage, "reason": outcome.reason,
               "answer": outcome.answer, "f1": round(outcome.f1, 4), "hops": outcome.hops,
@@ -54,7 +56,7 @@ def make_record(item: Item, outcome: Outcome, n_lines: int) -> dict[str, Any]:
               "strategies": [strategy_of(t.command) for t in outcome.turns
                              if t.command is not None and not is_count(t.command)]}
     if outcome.accepted:
-        record["messages"] = to_messages(item, outcome, n_lines)
+        record["messages"] = to_messages(item, outcome, n_lines, max_obs_tokens=max_obs_tokens)
     return record
 
 

@@ -7,11 +7,17 @@ every number compares the same questions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from grepseek_lib.eval.metrics import MACRO, MICRO, aggregate
+from grepseek_lib.eval.runner import read_records
+
 METRICS = ("em", "f1")
+#: The search report's per-question flags (eval.evidence), averaged per benchmark like the metrics.
+SEARCH_METRICS = ("evidence_found", "repeated_command")
 
 
 def records_frame(records: list[dict] | Any, system: str):
@@ -27,8 +33,6 @@ def records_frame(records: list[dict] | Any, system: str):
 
 def load_system_records(eval_dirs: Mapping[str, Path]):
     """Per-question frames of systems evaluated by eval.runner (one out_dir each)."""
-    from grepseek_lib.eval.runner import read_records
-
     return {system: records_frame(read_records(Path(d)), system) for system, d in eval_dirs.items()}
 
 
@@ -46,18 +50,49 @@ def common_questions(frames: Mapping[str, Any]):
 
 
 def comparison_table(frames: Mapping[str, Any]):
-    """Long table: system, benchmark (benchmarks, then micro and macro), n, em, f1."""
+    """Long table: system, benchmark (benchmarks, then micro and macro), n, em, f1, f1_se (the standard
+    error of the mean F1: with a few questions per benchmark, differences below ~2 of it are noise)."""
     import pandas as pd
-
-    from grepseek_lib.eval.metrics import aggregate
 
     parts = []
     for system, frame in common_questions(frames).items():
         table = aggregate(frame, by="benchmark", metrics=METRICS).reset_index()
+        table["f1_se"] = table["benchmark"].map(f1_standard_errors(frame))
         table.insert(0, "system", system)
         parts.append(table)
     if not parts:
-        return pd.DataFrame(columns=["system", "benchmark", "n", *METRICS])
+        return pd.DataFrame(columns=["system", "benchmark", "n", *METRICS, "f1_se"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def f1_standard_errors(frame: Any) -> dict[str, float]:
+    """Standard error of mean F1 per benchmark, over all questions (micro), and of the macro mean."""
+    def se(values: Any) -> float:
+        values = values.astype(float)
+        return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+
+    per = {name: se(group["f1"]) for name, group in frame.groupby("benchmark", sort=False)}
+    errors = {**per, MICRO: se(frame["f1"]) if len(frame) else float("nan")}
+    errors[MACRO] = math.sqrt(sum(v * v for v in per.values())) / len(per) if per else float("nan")
+    return errors
+
+
+def search_table(frames: Mapping[str, Any]):
+    """Evidence recall and the repeated-command rate per system and benchmark, on the same questions (BM25:
+    whether its top-k passages held a gold answer; it runs no commands)."""
+    import pandas as pd
+
+    parts = []
+    for system, frame in common_questions(frames).items():
+        present = [m for m in SEARCH_METRICS if m in frame.columns]
+        if not present or frame.empty:
+            continue
+        data = frame.assign(**{m: frame[m].astype(float) for m in present})
+        table = aggregate(data, by="benchmark", metrics=present).reset_index()
+        table.insert(0, "system", system)
+        parts.append(table)
+    if not parts:
+        return pd.DataFrame(columns=["system", "benchmark", "n", *SEARCH_METRICS])
     return pd.concat(parts, ignore_index=True)
 
 

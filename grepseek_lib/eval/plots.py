@@ -101,6 +101,25 @@ def em_f1_by_benchmark(table: Any, *, title: str = "EM / F1 per benchmark"):
     return fig
 
 
+def stacked_shares(table: Any, parts: Sequence[str], *, title: str, label: str = "system"):
+    """One horizontal bar per row of `table` (column `label`), split into the shares in columns `parts`."""
+    fig, (ax,) = _axes(width=7.5, height=0.6 * max(len(table), 2) + 1.4)
+    if table is None or len(table) == 0:
+        _empty(ax, "episodes")
+        return fig
+    names = [str(v) for v in table[label]]
+    left = [0.0] * len(table)
+    for part in parts:
+        widths = [float(v) for v in table[part]]
+        ax.barh(names, widths, left=left, label=part)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set(title=title, xlim=(0, 1), xlabel="share of episodes")
+    ax.invert_yaxis()
+    ax.legend(fontsize="small", ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    fig.tight_layout()
+    return fig
+
+
 def latency_distributions(replay: Any, *, title: str = "search latency per command"):
     """Sequential vs sharded (vs any other mode): per-command seconds, box plot and sorted CDF."""
     import numpy as np

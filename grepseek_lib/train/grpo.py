@@ -174,12 +174,15 @@ class ShellEnvironment:
         return with_budget_note(text, self._max_tool_calls) if self._calls == self._max_tool_calls else text
 
 
-def prompt_rows(questions: Sequence[dict], n_lines: int, settings: GRPOSettings) -> list[dict]:
-    """trl dataset rows: the agent's own initial messages as `prompt`, gold answers as `golds`."""
+def prompt_rows(questions: Sequence[dict], tool: Any, settings: GRPOSettings) -> list[dict]:
+    """trl dataset rows: the agent's own initial messages as `prompt` (stating the rollout tool's corpus size
+    and observation cap), gold answers as `golds`."""
+    from grepseek_lib.agent.loop import corpus_lines
     from grepseek_lib.agent.prompt import initial_messages
 
+    n_lines = corpus_lines(tool)
     return [{"prompt": initial_messages(q["question"], n_lines, max_tool_calls=settings.max_tool_calls,
-                                        max_obs_tokens=settings.max_obs_tokens),
+                                        max_obs_tokens=tool.max_obs_tokens),
              "golds": list(q["golds"]), "id": q["id"]} for q in questions]
 
 
@@ -232,7 +235,6 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     from datasets import Dataset
     from trl import GRPOConfig
 
-    from grepseek_lib.agent.loop import corpus_lines
     from grepseek_lib.shell.tool import ShellTool
     from grepseek_lib.train.reward import TrlShellReward
 
@@ -240,7 +242,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     model, tokenizer, flags = loaded or load_trainable(model_name)
     tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
                      max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
-    rows = prompt_rows(questions, corpus_lines(tool), settings)
+    rows = prompt_rows(questions, tool, settings)
     if len(rows) < settings.questions_per_step:  # trl would drop the incomplete batch: no step at all
         raise UserError(f"{len(rows)} training question(s) but a step needs questions_per_step="
                         f"{settings.questions_per_step}; raise max_questions (or probe_candidates) or lower it")
