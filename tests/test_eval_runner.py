@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -148,3 +149,14 @@ def test_cli_user_errors(setup, tmp_path, capsys):
     assert "no corpus" in capsys.readouterr().err
     assert main(["ask", "q", "--corpus", str(tool.corpus), "--base-url", "http://x"]) == 2
     assert "--backend openai" in capsys.readouterr().err
+
+
+def test_shards_without_a_corpus_run_over_the_corpus_they_were_cut_from(setup, tmp_path):
+    from grepseek_lib.eval.runner import resolve_corpus
+    from grepseek_lib.shell.shards import build_shards
+
+    _, tool, _ = setup
+    shards = tmp_path / "shards"
+    build_shards(tool.corpus, 1, shards)
+    corpus, found = resolve_corpus(None, shards)
+    assert corpus.resolve() == Path(tool.corpus).resolve() and found == shards

@@ -19,6 +19,7 @@ from grepseek_lib.data.importer import FLASHRAG_FILES
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval.evidence import trajectory_report
 from grepseek_lib.eval.metrics import aggregate, exact_match, f1
+from grepseek_lib.shell.shards import read_manifest
 
 RECORDS = "records.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
@@ -205,7 +206,10 @@ def _make_backend(kind: str, model: str, backend_kwargs: dict | None):
 
 
 def resolve_corpus(corpus: Path | None, shards: Path | None) -> tuple[Path, Path | None]:
-    """The corpus file (default: the mini-wiki) and its shards (default: the mini-wiki's, if built)."""
+    """The corpus file (default: the one the shards were cut from, else the mini-wiki) and its shards
+    (default: the mini-wiki's, if built)."""
+    if corpus is None and shards is not None and Path(shards).is_dir():
+        corpus = Path(read_manifest(shards).source)
     corpus = Path(corpus) if corpus else config.default_corpus()
     if not corpus.is_file():
         raise UserError(f"no corpus at {corpus}: pass --corpus FILE or run `grepseek data build`")
