@@ -66,3 +66,8 @@ def test_search_table_reports_evidence_recall_for_agents_and_bm25_alike():
     assert table.loc[("bm25", "micro"), "evidence_found"] == 0.5
     assert math.isnan(table.loc[("bm25", "micro"), "repeated_command"])
     assert table.loc[("sft", "nq"), "repeated_command"] == 0.5
+
+
+def test_top_cause_is_the_biggest_loss_not_the_correct_share():
+    table = losses.loss_table({"sft": compare.records_frame(AGENT + [_record("8", em=1.0)] * 5, "sft")})
+    assert table.loc[0, "correct"] > table.loc[0, "never_found"] and losses.top_cause(table, "sft") == "never_found"

@@ -19,6 +19,7 @@ import pytest
 
 from grepseek_lib import config, pipeline, runfolder
 from grepseek_lib.errors import UserError
+from grepseek_lib.eval import losses
 from grepseek_lib.eval.runner import read_records
 from grepseek_lib.inspector import filters, load, report
 
@@ -264,6 +265,28 @@ def smoke(tmp_path_factory):
     return {"out": out, "env": env, "cmd": cmd}
 
 
+def check_stage_figures(out, params: dict) -> None:
+    """Key values of each stage's done marker: the run did what the profile asked, not only wrote files."""
+    figures = {stage: runfolder.read_marker(out, stage)["summary"] for stage in pipeline.STAGES}
+    data = figures["00_data"]
+    assert data["passages"] > 1000 and data["eval_questions"] > 0 and data["train_questions"] > 0
+    assert figures["01_shard"] == {"shards": params["n_shards"], "probe_mismatches": 0}
+    cold = figures["02_cold_start"]
+    assert 0 < cold["accepted"] <= cold["questions"] == params["coldstart_limit"] * len(params["train_splits"])
+    assert 0 < cold["train_examples"] <= cold["accepted"]
+    sft = figures["03_sft"]
+    assert sft["steps"] == params["sft_max_steps"] and 0 < sft["train_loss"] < 100
+    grpo = figures["04_grpo"]
+    assert grpo["steps"] == params["grpo_steps"] and grpo["questions"] == params["grpo_questions"]
+    assert 0 <= grpo["reward_first"] <= 1 and 0 <= grpo["reward_last"] <= 1
+    ev = figures["05_eval"]
+    assert ev["questions"] == params["eval_limit"] * len(params["benchmarks"])
+    assert all(0 <= ev[f"{s}_micro_f1"] <= 1 and 0 <= ev[f"{s}_evidence_recall"] <= 1 for s in EVAL_SYSTEMS)
+    assert {ev[f"{s}_top_loss"] for s in EVAL_SYSTEMS if s != "bm25"} <= set(losses.CAUSES)
+    latency = figures["06_latency"]
+    assert latency["commands"] > 0 and latency["sequential_median_s"] > 0 and latency["sharded_median_s"] > 0
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_smoke_run_of_the_whole_series(smoke):
@@ -277,6 +300,7 @@ def test_smoke_run_of_the_whole_series(smoke):
         assert runfolder.read_marker(out, stage)["python"] == sys.executable, stage
     summary = (out / "summary.md").read_text()
     assert all(stage in summary for stage in pipeline.STAGES)
+    check_stage_figures(out, pipeline.PROFILES["smoke"])
     eval_table = (out / "tables" / "05_eval_em_f1.csv").read_text()
     assert all(system in eval_table for system in EVAL_SYSTEMS)
     assert "micro" in eval_table and "macro" in eval_table

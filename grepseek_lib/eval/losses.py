@@ -55,3 +55,9 @@ def loss_table(frames: Mapping[str, Any], *, by: str | None = None):
             rows.append({**row, **{c: float(shares.get(c, 0.0)) for c in CAUSES}})
     columns = ["system", *([by] if by else []), "n", *CAUSES]
     return pd.DataFrame(rows, columns=columns)
+
+
+def top_cause(table: Any, system: str) -> str:
+    """The biggest cause of lost episodes (anything but `correct`) of one system in a `loss_table`."""
+    row = table[table["system"] == system].iloc[0]
+    return max(CAUSES[1:], key=lambda cause: float(row[cause]))
