@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from grepseek_lib.coldstart.roles import Item, Observed, StepContext, SubQuestion
+from grepseek_lib.coldstart.searches import (
+    FIRST_SEARCH_WEIGHTS,
+    Search,
+    change_reason,
+    first_searches,
+    motivation,
+)
 from grepseek_lib.coldstart.strategies import STRATEGIES
 from grepseek_lib.coldstart.verify import (
     command_patterns,
@@ -37,9 +44,6 @@ _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bMrs\.)(?<!\bNo\.)"
                            r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _REF = re.compile(r"#(\d+)")
-#: How often a hop's first search is each strategy (`strategies.STRATEGIES`). A policy trained on title
-#: lookups alone looks every question up as a title, which prints nothing when the wording differs.
-FIRST_SEARCH_WEIGHTS = {"text": 0.3, "phrase": 0.2, "cooccur": 0.35, "title": 0.15}
 #: What the Planner thinks after a search printed nothing: never the same command again.
 EMPTY_OUTPUT_DRAFTS = ("That search printed nothing, and the same command would print nothing again, so I change it.",
                        "No line matched: the corpus does not write it that way. I try a different search.",
@@ -145,93 +149,6 @@ def _body_text(observed: Observed) -> str:
 
 
 # ---------------------------------------------------------------- commands
-
-
-@dataclass(frozen=True)
-class Search:
-    """A search the offline Tutor can write and widen step by step."""
-
-    anchor: str
-    keyword: str | None = None
-    also: str | None = None  # a second filter word
-    title: str | None = None  # "exact" | "prefix": match the passage's title line
-    word: bool = False
-    ignore_case: bool = False
-    head: int = 5
-    program: str = "rg"
-
-    @property
-    def strategy(self) -> str:
-        if self.title:
-            return "title"
-        if self.keyword or self.also:
-            return "cooccur"
-        return "phrase" if self.ignore_case and len(self.anchor.split()) > 1 else "text"
-
-    def widen(self) -> Search | None:
-        """The next wider search after empty output (drop -w, then case, then the filter, then words)."""
-        if self.title == "exact":
-            return replace(self, title="prefix")
-        if self.title == "prefix":
-            return replace(self, title=None, ignore_case=True)
-        if self.word:
-            return replace(self, word=False)
-        if not self.ignore_case:
-            return replace(self, ignore_case=True)
-        if self.also:
-            return replace(self, also=None)
-        if self.keyword:
-            return replace(self, keyword=None)
-        parts = self.anchor.split()
-        if len(parts) > 1:
-            return replace(self, anchor=" ".join(parts[1:]) if len(parts) > 2 else parts[-1])
-        return None
-
-    def render(self) -> str:
-        escaped = _escape(self.anchor)
-        if self.title:
-            pattern = f'\\"{escaped}\\"' if self.title == "exact" else f'\\"{escaped}'
-            return f"{self.program} -F {_quote(pattern)} corpus.jsonl | head -n {self.head}"
-        flags = ["-F"] + (["-i"] if self.ignore_case else []) + (["-w"] if self.word else [])
-        first = f"{self.program} {' '.join(flags)} {_quote(escaped)} corpus.jsonl"
-        for word in (self.keyword, self.also):
-            if word:
-                first += f" | rg -i -w {_quote(word)}"
-        return f"{first} | head -n {self.head}"
-
-
-def _escape(text: str) -> str:
-    """The corpus spelling of a string: non-ASCII as \\uXXXX and quotes as \\" (wiki-18 is json.dumps)."""
-    import json
-
-    return json.dumps(text)[1:-1]
-
-
-def _quote(text: str) -> str:
-    if "'" not in text:
-        return f"'{text}'"
-    if not any(c in text for c in '"$`\\'):
-        return f'"{text}"'
-    return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
-def _first_searches(anchor: str, gold_titles: list[str], kws: list[str],
-                    rng: random.Random) -> dict[str, list[Search]]:
-    """The candidate first searches for one anchor, by strategy. `title` looks the anchor up as an exact
-    title even when no passage is titled so (the guess an agent makes; it usually prints nothing and is
-    widened to the title prefix, then to the passage text)."""
-    titled = [t for t in gold_titles if t and words(t) == words(anchor)]
-    prefixed = [t for t in gold_titles if t and t.startswith(anchor) and t != anchor]
-    title = [Search(titled[0] if titled else anchor, title="exact", head=3)]
-    if prefixed:
-        title.append(Search(anchor + (" (" if prefixed[0].startswith(anchor + " (") else ""), title="prefix"))
-    head = rng.choice((3, 5))
-    phrase = [Search(anchor, ignore_case=True, head=head)] if len(anchor.split()) > 1 else []
-    return {"title": title, "text": [Search(anchor, head=head)], "phrase": phrase,
-            "cooccur": [Search(anchor, k, word=True, ignore_case=rng.random() < 0.5, head=head) for k in kws[:2]]}
-
-
-# ---------------------------------------------------------------- the roles
 
 
 class OfflineTutor:
@@ -340,7 +257,7 @@ class OfflineTutor:
         first = rng.choices(STRATEGIES, weights=[FIRST_SEARCH_WEIGHTS[k] for k in STRATEGIES])[0]
         out: list[Search] = []
         for anchor in anchors:
-            by_strategy = _first_searches(anchor, step.gold_titles, kws, rng)
+            by_strategy = first_searches(anchor, step.gold_titles, kws, rng)
             out += by_strategy.pop(first, [])
             out += [s for name in STRATEGIES for s in by_strategy.get(name, [])]
             out += [Search(anchor, kws[0], word=True, ignore_case=True, also=kws[1])] if len(kws) > 1 else []
@@ -401,55 +318,8 @@ class OfflineTutor:
         if history and history[-1].dead_end and not history[-1].probe and command in self.known:
             printed = bool((history[-1].payload.get("stdout") or "").strip())
             parts.append(change_reason(self.known.get(history[-1].command), self.known[command], printed, rng))
-        parts.append(_motivation(command, patterns, rng))
+        parts.append(motivation(command, patterns, rng))
         return " ".join(p for p in parts if p)
-
-
-def change_reason(before: Search | None, after: Search, printed: bool, rng: random.Random) -> str:
-    """Why the search after a failed one is different: the one step that widened it, or a new angle."""
-    if before is None:
-        return ""
-    if printed:  # lines came back, but not the ones needed
-        return rng.choice(("Those lines do not give what I need, so I change the search.",
-                           "That output is about something else; I search from another angle."))
-    if before.title == "exact" and after.title == "prefix":
-        return "No passage has exactly that title; I match the start of the title line instead."
-    if before.title and not after.title:
-        return "The title line does not match, so I search the passage text instead."
-    if before.word and not after.word:
-        return "Matching whole words only was too strict, so I drop -w."
-    if not before.ignore_case and after.ignore_case:
-        return "The corpus may write it in another case, so I add -i."
-    dropped = [w for w in (before.also, before.keyword) if w and w not in (after.also, after.keyword)]
-    if dropped:
-        return f"Requiring '{dropped[0]}' on the same line was too narrow, so I drop that filter."
-    if after.anchor in before.anchor and len(after.anchor) < len(before.anchor):
-        return f"The whole phrase does not occur; I search for fewer words: '{after.anchor}'."
-    if after.anchor != before.anchor:
-        return f"Nothing matched '{before.anchor}', so I try another name from the question: '{after.anchor}'."
-    return "That pattern printed nothing; I search differently."
-
-
-def _motivation(command: str, patterns: list[str], rng: random.Random) -> str:
-    """One sentence saying what the command does, in words an agent would use before running it."""
-    anchor = patterns[0].strip('"').rstrip(" (") if patterns else ""
-    filters = " and ".join(f"'{p}'" for p in patterns[1:])
-    if command.endswith("wc -l"):
-        return rng.choice((f"Before reading, I count the lines that match '{anchor}'.",
-                           f"First I check how many lines mention '{anchor}', to see whether reading them is cheap."))
-    if '\\"' in command and patterns and patterns[0].endswith('"'):
-        return rng.choice((f"I will read the passage titled '{anchor}'.",
-                           f"I look up the passage whose title is '{anchor}' and read the first lines.",
-                           f"Searching the title line for '{anchor}' should give its article."))
-    if '\\"' in command:
-        return rng.choice((f"I list the passages whose titles start with '{anchor}'.",
-                           f"Several articles may be titled '{anchor}'; I read the first ones."))
-    if filters:
-        return rng.choice((f"I search for '{anchor}' and keep only lines that also mention {filters}.",
-                           f"Lines with '{anchor}' filtered by {filters} should hold the evidence.",
-                           f"I grep for '{anchor}' and narrow to lines containing {filters}."))
-    return rng.choice((f"I search for '{anchor}' and read the first few matches.",
-                       f"Let me read a few lines that mention '{anchor}'."))
 
 
 class OfflinePlanner:
