@@ -31,20 +31,20 @@ seed = 0
 import pandas as pd
 
 from grepseek_lib import notebook, runfolder
-from grepseek_lib.cli import main as grepseek
+from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
 from grepseek_lib.eval import plots
+from grepseek_lib.train.models import load_tokenizer
 
 STAGE = "02_cold_start"
 run_dir, data_dir = notebook.start(run_dir, data_dir)
 out_dir = runfolder.artifacts_dir(run_dir, "coldstart")
-splits = ",".join(str(data_dir / "benchmarks" / f"{s}.jsonl") for s in train_splits)
+splits = [str(data_dir / "benchmarks" / f"{s}.jsonl") for s in train_splits]
 
 # %%
-exit_code = grepseek(["coldstart", "--splits", splits, "--limit", str(coldstart_limit), "--out", str(out_dir),
-                      "--corpus", str(data_dir / "corpus.jsonl"), "--shards", str(data_dir / "shards"),
-                      "--teacher", teacher, "--tokenizer", model, "--seed", str(seed),
-                      "--max-obs-tokens", str(max_obs_tokens)])
-assert exit_code == 0, f"grepseek coldstart exited {exit_code}"
+result = build_coldstart(splits, out_dir, corpus=data_dir / "corpus.jsonl", shards=data_dir / "shards",
+                         limit=coldstart_limit, tokenizer=load_tokenizer(model), teacher=Teacher(teacher),
+                         settings=ColdStartSettings(seed=seed, max_obs_tokens=max_obs_tokens))
+print(f"{result.processed} questions processed, {result.resumed} resumed, in {result.wall_s:.1f} s")
 
 # %% [markdown]
 # ## Acceptance per dataset
@@ -54,6 +54,15 @@ acceptance = pd.read_json(out_dir / "stats.json", orient="index").rename_axis("d
 acceptance = acceptance[["dataset", "questions", "accepted", "acceptance", "tool_calls_mean", "rejections"]]
 runfolder.save_table(acceptance, run_dir, STAGE, "acceptance")
 acceptance
+
+# %% [markdown]
+# ## First searches: which strategy each question's chain tried first, and how often it was accepted
+
+# %%
+strategies = pd.DataFrame(result.report["all"]["acceptance_by_first_strategy"]).T.rename_axis("first_search")
+strategies = strategies.reset_index()
+runfolder.save_table(strategies, run_dir, STAGE, "first_search_strategies")
+strategies
 
 # %% [markdown]
 # ## Every question: accepted or where it stopped

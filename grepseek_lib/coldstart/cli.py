@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 from grepseek_lib import config
 from grepseek_lib.checks import fraction, model_name, positive, writable_dir
+from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
+from grepseek_lib.coldstart.export import format_table
 from grepseek_lib.errors import UserError
 
 
@@ -50,35 +50,6 @@ def register(subparsers) -> None:
     cs.set_defaults(func=coldstart_command)
 
 
-def _roles(args, passages: dict[str, str]):
-    from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
-    from grepseek_lib.coldstart.roles import LLMPlanner, LLMTutor, TeacherClient
-
-    if args.teacher == "offline":
-        return OfflineTutor(passages, max_hops=args.max_hops), OfflinePlanner()
-    from grepseek_lib.agent.backends import make_backend
-
-    kw = {k: v for k, v in (("base_url", args.base_url), ("api_key", args.api_key)) if v is not None}
-    client = TeacherClient(make_backend("openai", args.model, **kw), max_new_tokens=args.max_new_tokens)
-    return LLMTutor(client, max_hops=args.max_hops), LLMPlanner(client)
-
-
-def _gold_passages(corpus: Path, items) -> dict[str, str]:
-    """Contents of the annotated evidence passages (one streaming pass; the offline Tutor reads them)."""
-    from grepseek_lib.data.formats import iter_corpus
-
-    wanted = set()
-    for item in items:
-        for ids in (item.metadata.get("gold_passages") or {}).values():
-            wanted.update(str(i) for i in (ids if isinstance(ids, list) else [ids]))
-    found: dict[str, str] = {}
-    if wanted:
-        for passage in iter_corpus(corpus):
-            if passage["id"] in wanted:
-                found[passage["id"]] = passage["contents"]
-    return found
-
-
 def _check_args(args) -> Path:
     """Every option, checked before any corpus pass or model load; returns the output folder."""
     positive("--limit", args.limit)
@@ -100,51 +71,21 @@ def _check_args(args) -> Path:
 
 
 def coldstart_command(args) -> int:
-    from tqdm import tqdm
-
-    from grepseek_lib.agent.loop import corpus_lines
-    from grepseek_lib.coldstart import export as ex
-    from grepseek_lib.coldstart.accept import process_question
-    from grepseek_lib.coldstart.roles import Item
-    from grepseek_lib.data.formats import benchmark_path, load_benchmark
-    from grepseek_lib.eval.runner import make_tool, resolve_corpus
-
     out = _check_args(args)
-    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
-    items = [Item(r["id"], r["question"], r["golden_answers"], benchmark_path(name).stem, r["metadata"])
-             for name in splits for r in load_benchmark(name, args.limit)]
-    corpus, shards = resolve_corpus(args.corpus, args.shards)
     tokenizer = None
     if args.tokenizer:
-        from grepseek_lib.train.models import load_tokenizer
+        from grepseek_lib.train.models import load_tokenizer  # defers transformers
 
         tokenizer = load_tokenizer(args.tokenizer)
-    tool = make_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=args.max_obs_tokens,
-                     tokenizer=tokenizer)
-    n_lines = corpus_lines(tool)
-    out.mkdir(parents=True, exist_ok=True)
-    records_path = out / ex.RECORDS
-    done = ex.load_records(records_path)
-    todo = [item for item in items if (item.source, item.id) not in done]
-    tutor, planner = _roles(args, _gold_passages(corpus, todo) if args.teacher == "offline" else {})
-    began = time.perf_counter()
-    bar = tqdm(todo, desc="coldstart", unit="q", dynamic_ncols=True)
-    accepted = 0
-    for item in bar:
-        outcome = process_question(item, tutor, planner, tool, seed=args.seed, probe_rate=args.probe_rate,
-                                   fill_budget_rate=args.fill_budget_rate, detour_rate=args.detour_rate,
-                                   zero_count_rate=args.zero_count_rate)
-        record = ex.make_record(item, outcome, n_lines, max_obs_tokens=tool.max_obs_tokens)
-        ex.append_record(records_path, record)
-        done[(item.source, item.id)] = record
-        accepted += outcome.accepted
-        bar.set_postfix(accepted=accepted)
-    wall = time.perf_counter() - began
-    ordered = [done[(item.source, item.id)] for item in items if (item.source, item.id) in done]
-    sizes = ex.export(out, ordered, args.dev_percent)
-    report = ex.stats(ordered)
-    (out / "stats.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(ex.format_table(report))
-    print(f"train {sizes['train']} / dev {sizes['dev']} trajectories in {out}; "
-          f"{len(todo)} questions processed in {wall:.1f} s ({len(items) - len(todo)} resumed)")
+    teacher = Teacher(args.teacher, args.base_url, args.model, args.api_key, args.max_new_tokens)
+    settings = ColdStartSettings(seed=args.seed, probe_rate=args.probe_rate, fill_budget_rate=args.fill_budget_rate,
+                                 detour_rate=args.detour_rate, zero_count_rate=args.zero_count_rate,
+                                 max_hops=args.max_hops, dev_percent=args.dev_percent, timeout=args.timeout,
+                                 max_obs_tokens=args.max_obs_tokens)
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    result = build_coldstart(splits, out, corpus=args.corpus, shards=args.shards, limit=args.limit,
+                             tokenizer=tokenizer, teacher=teacher, settings=settings)
+    print(format_table(result.report))
+    print(f"train {result.sizes['train']} / dev {result.sizes['dev']} trajectories in {out}; "
+          f"{result.processed} questions processed in {result.wall_s:.1f} s ({result.resumed} resumed)")
     return 0
