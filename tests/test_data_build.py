@@ -11,7 +11,7 @@ import pytest
 from grepseek_lib import config
 from grepseek_lib.data import iter_corpus, load_benchmark, passage_title_text
 from grepseek_lib.data.build import build_miniwiki, collect_passages
-from grepseek_lib.eval.metrics import normalize_answer
+from grepseek_lib.metrics import normalize_answer
 
 ALL_SPLITS = (*config.BENCHMARKS, *config.TRAIN_SPLITS)
 

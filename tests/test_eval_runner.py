@@ -152,7 +152,7 @@ def test_cli_user_errors(setup, tmp_path, capsys):
 
 
 def test_shards_without_a_corpus_run_over_the_corpus_they_were_cut_from(setup, tmp_path):
-    from grepseek_lib.eval.runner import resolve_corpus
+    from grepseek_lib.shell.open import resolve_corpus
     from grepseek_lib.shell.shards import build_shards
 
     _, tool, _ = setup

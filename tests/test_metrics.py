@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from grepseek_lib.eval.metrics import aggregate, exact_match, f1, normalize_answer
+from grepseek_lib.metrics import aggregate, exact_match, f1, normalize_answer
 
 
 @pytest.mark.parametrize(

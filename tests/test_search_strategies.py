@@ -12,12 +12,12 @@ import pytest
 
 from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.chat_template import tool_messages_as_user
+from grepseek_lib.agent.evidence import answer_in, readable, search_report, summarize_search
 from grepseek_lib.coldstart import offline
 from grepseek_lib.coldstart.accept import process_question
 from grepseek_lib.coldstart.export import make_record, stats, strategy_report
 from grepseek_lib.coldstart.offline import Search, change_reason
 from grepseek_lib.coldstart.strategies import count_command, strategy_of
-from grepseek_lib.eval.evidence import answer_in, readable, search_report, summarize_search
 from grepseek_lib.shell.tool import observation_text
 from grepseek_lib.train.reward import TrlShellReward, decoded_stdouts, reward_parts
 from tests.test_coldstart import HOTPOT_BRIDGE, MUSIQUE, _item, _roles, _write_corpus

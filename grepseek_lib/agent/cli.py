@@ -10,6 +10,7 @@ from pathlib import Path
 from grepseek_lib import config
 from grepseek_lib.checks import model_name, non_negative, positive
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell.open import open_tool, resolve_corpus
 
 BACKENDS = ("hf", "openai", "vllm")
 #: Lines and characters of tool output `ask` shows per step (the model sees the whole observation).
@@ -118,9 +119,8 @@ def print_turn(traj, turn, out=sys.stdout) -> None:
 
 
 def ask_command(args) -> int:
-    from grepseek_lib.agent.backends import make_backend
+    from grepseek_lib.agent.backends import make_backend  # defers transformers
     from grepseek_lib.agent.loop import run_episode
-    from grepseek_lib.eval.runner import make_tool, resolve_corpus
 
     if not args.question.strip():
         raise UserError("the question is empty")
@@ -129,7 +129,7 @@ def ask_command(args) -> int:
     mode = "constrained" if args.constrained else "unconstrained"
     print(f"loading {args.model} ({args.backend}, {mode} decoding) ...", file=sys.stderr)
     backend = make_backend(args.backend, args.model, **backend_kwargs(args))
-    tool = make_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=args.max_obs_tokens,
+    tool = open_tool(corpus, shards, timeout=args.timeout, max_obs_tokens=args.max_obs_tokens,
                      tokenizer=getattr(backend, "tokenizer", None))
     print(f"Query: {args.question.strip()}")
     began = time.perf_counter()

@@ -26,7 +26,7 @@ from grepseek_lib.coldstart.chain import (
 )
 from grepseek_lib.coldstart.roles import Item, Planner, TeacherError, Tutor
 from grepseek_lib.coldstart.verify import command_patterns, contains, is_yes_no, output_passages, words
-from grepseek_lib.eval.metrics import f1
+from grepseek_lib.metrics import f1
 from grepseek_lib.shell.types import Refused
 
 _QUOTED = re.compile(r'"[^"]*"')

@@ -22,7 +22,7 @@ from grepseek_lib.coldstart.chain import DETOUR_RATE, PROBE_RATE, ZERO_COUNT_RAT
 from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
 from grepseek_lib.coldstart.roles import Item, LLMPlanner, LLMTutor, Planner, TeacherClient, Tutor
 from grepseek_lib.data.formats import benchmark_path, iter_corpus, load_benchmark
-from grepseek_lib.eval.runner import make_tool, resolve_corpus
+from grepseek_lib.shell.open import open_tool, resolve_corpus
 
 STATS = "stats.json"
 
@@ -103,7 +103,7 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
     teacher, settings = teacher or Teacher(), settings or ColdStartSettings()
     items = load_items(splits, limit)
     corpus, shards = resolve_corpus(corpus, shards)
-    tool = make_tool(corpus, shards, timeout=settings.timeout, max_obs_tokens=settings.max_obs_tokens,
+    tool = open_tool(corpus, shards, timeout=settings.timeout, max_obs_tokens=settings.max_obs_tokens,
                      tokenizer=tokenizer)
     n_lines = corpus_lines(tool)
     out = Path(out)

@@ -19,7 +19,7 @@ from grepseek_lib.data import raw as rawsrc
 from grepseek_lib.data.card import summary_table, write_card
 from grepseek_lib.data.formats import corpus_line, write_jsonl, write_lines
 from grepseek_lib.data.support import YES_NO, CorpusView, SupportFinder, normalize_text
-from grepseek_lib.eval.metrics import normalize_answer
+from grepseek_lib.metrics import normalize_answer
 
 #: Seed of the one shuffle that interleaves the sources (and so fixes every passage id).
 SEED = 18

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from grepseek_lib.eval.metrics import normalize_answer
+from grepseek_lib.metrics import normalize_answer
 
 #: Answers the text check cannot test: a yes/no question needs two named entities instead.
 YES_NO = frozenset({"yes", "no"})

@@ -1,4 +1,4 @@
-"""Evaluation: answer metrics (metrics.py, EM / F1 / micro-macro) and the runners built on them.
-
-Kept import-free so `grepseek --help` does not pull in pandas; import `grepseek_lib.eval.metrics`.
+"""Evaluation: the agent over benchmarks (runner), the BM25 baseline, tables across systems, the search report,
+loss causes and figures. Answer metrics live one floor down in grepseek_lib/metrics.py (the reward and the
+data builder use them too).
 """

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
+from grepseek_lib.agent.evidence import answer_in
 from grepseek_lib.errors import UserError
-from grepseek_lib.eval.evidence import answer_in
 from grepseek_lib.eval.identity import file_sha256
-from grepseek_lib.eval.metrics import aggregate, exact_match, f1
 from grepseek_lib.eval.runner import RECORDS, plan_questions
+from grepseek_lib.metrics import aggregate, exact_match, f1
 
 #: Passages given to the reader by default (short enough for a 135M model's context).
 DEFAULT_TOP_K = 3
@@ -152,7 +152,7 @@ def evaluate_bm25(
     batch_size: int = 4,
     max_new_tokens: int = 32,
 ) -> list[dict]:
-    """Retrieve, read in one shot with `backend` (greedy), score with eval.metrics; one row per question.
+    """Retrieve, read in one shot with `backend` (greedy), score with grepseek_lib.metrics; one row per question.
 
     `records` are benchmark rows (id, question, golden_answers) with a `benchmark` key added.
     """

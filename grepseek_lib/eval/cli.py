@@ -23,8 +23,8 @@ from grepseek_lib.eval.runner import (
     evaluate,
     markdown_table,
     plan_questions,
-    resolve_corpus,
 )
+from grepseek_lib.shell.open import resolve_corpus
 
 
 def register(subparsers) -> None:

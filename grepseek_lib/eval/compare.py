@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from grepseek_lib.eval.metrics import MACRO, MICRO, aggregate
 from grepseek_lib.eval.runner import read_records
+from grepseek_lib.metrics import MACRO, MICRO, aggregate
 
 METRICS = ("em", "f1")
 #: The search report's per-question flags (eval.evidence), averaged per benchmark like the metrics.

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.agent.evidence import trajectory_report
 from grepseek_lib.agent.loop import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_NEW_TOKENS, run_batch
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl
 from grepseek_lib.data.formats import benchmark_path, load_benchmark
 from grepseek_lib.data.importer import FLASHRAG_FILES
 from grepseek_lib.errors import UserError
-from grepseek_lib.eval.evidence import trajectory_report
-from grepseek_lib.eval.metrics import aggregate, exact_match, f1
-from grepseek_lib.shell.shards import read_manifest
+from grepseek_lib.metrics import aggregate, exact_match, f1
+from grepseek_lib.shell.open import open_tool, resolve_corpus
 
 RECORDS = "records.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
@@ -177,7 +177,7 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
         if tool is None:
             corpus, shards = resolve_corpus(corpus, shards)  # fail on a bad path before loading a model
         backend = backend or _make_backend(backend_kind, model, backend_kwargs)
-        tool = tool or make_tool(corpus, shards, timeout=timeout, max_obs_tokens=max_obs_tokens,
+        tool = tool or open_tool(corpus, shards, timeout=timeout, max_obs_tokens=max_obs_tokens,
                                  tokenizer=getattr(backend, "tokenizer", None))
         bar = tqdm(total=len(pending), desc="eval", unit="q", disable=not progress)
         for start in range(0, len(pending), max(1, batch_size)):
@@ -203,25 +203,3 @@ def _make_backend(kind: str, model: str, backend_kwargs: dict | None):
     from grepseek_lib.agent.backends import make_backend
 
     return make_backend(kind, model, **(backend_kwargs or {}))
-
-
-def resolve_corpus(corpus: Path | None, shards: Path | None) -> tuple[Path, Path | None]:
-    """The corpus file (default: the one the shards were cut from, else the mini-wiki) and its shards
-    (default: the mini-wiki's, if built)."""
-    if corpus is None and shards is not None and Path(shards).is_dir():
-        corpus = Path(read_manifest(shards).source)
-    corpus = Path(corpus) if corpus else config.default_corpus()
-    if not corpus.is_file():
-        raise UserError(f"no corpus at {corpus}: pass --corpus FILE or run `grepseek data build`")
-    if shards is None and corpus == config.default_corpus() and config.default_shards().exists():
-        shards = config.default_shards()
-    if shards is not None and not Path(shards).is_dir():
-        raise UserError(f"no shard folder at {shards}: build it with `grepseek shard` or drop --shards")
-    return corpus, (Path(shards) if shards is not None else None)
-
-
-def make_tool(corpus: Path, shards: Path | None, *, timeout: float, max_obs_tokens: int, tokenizer=None):
-    """The shell tool, truncating observations with the policy's own tokenizer when there is one."""
-    from grepseek_lib.shell.tool import ShellTool
-
-    return ShellTool(corpus, shards=shards, timeout=timeout, max_obs_tokens=max_obs_tokens, tokenizer=tokenizer)

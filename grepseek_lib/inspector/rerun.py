@@ -1,6 +1,6 @@
 """Run a recorded command again through the agent's own shell tool and say whether the observation is the same.
 
-The tool is built like the evaluation's (eval.runner.make_tool: the run's observation cap, the policy's
+The tool is built like the evaluation's (shell.open.open_tool: the run's observation cap, the policy's
 tokenizer from the run's SFT folder when there is one), so a difference means the corpus, the shards or
 the engine changed, not the measuring stick.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
-from grepseek_lib.eval.runner import make_tool
 from grepseek_lib.inspector.render import text
+from grepseek_lib.shell.open import open_tool
 from grepseek_lib.shell.tool import ShellTool
 
 #: Payload fields compared between the recorded and the fresh observation.
@@ -27,7 +27,7 @@ def tool_for_run(run_dir: str | Path, data_dir: str | Path) -> ShellTool:
     params_file = run_dir / "params.json"
     params = json.loads(params_file.read_text()) if params_file.is_file() else {}
     shards = data_dir / "shards"
-    return make_tool(data_dir / "corpus.jsonl", shards if shards.is_dir() else None,
+    return open_tool(data_dir / "corpus.jsonl", shards if shards.is_dir() else None,
                      timeout=config.DEFAULT_TIMEOUT_S,
                      max_obs_tokens=int(params.get("max_obs_tokens", config.DEFAULT_MAX_OBS_TOKENS)),
                      tokenizer=run_tokenizer(run_dir))

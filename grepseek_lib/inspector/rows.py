@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from grepseek_lib.agent.trajectory import Trajectory
-from grepseek_lib.eval.metrics import exact_match, f1
+from grepseek_lib.metrics import exact_match, f1
 from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.types import Refused
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
+from grepseek_lib.agent.evidence import summarize_search, trajectory_report
 from grepseek_lib.errors import UserError
-from grepseek_lib.eval.evidence import summarize_search, trajectory_report
+from grepseek_lib.shell.open import open_tool, resolve_corpus
 
 DEFAULT_BENCHMARKS = ("nq", "hotpotqa")
 
@@ -70,15 +71,12 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
     from grepseek_lib.agent.backends import HFBackend
     from grepseek_lib.agent.loop import episode_progress, run_batch
     from grepseek_lib.agent.trajectory import save_jsonl
-    from grepseek_lib.shell.tool import ShellTool
     from grepseek_lib.train.reward import reward_parts
 
-    corpus = Path(corpus) if corpus else config.default_corpus()
-    if shards is None and corpus == config.default_corpus() and config.default_shards().is_dir():
-        shards = config.default_shards()
+    corpus, shards = resolve_corpus(corpus, shards)
     items = held_out_questions(benchmarks, limit, benchmarks_dir)
     backend = HFBackend(model, batch_size=batch_size)
-    tool = ShellTool(corpus, shards=shards, tokenizer=backend.tokenizer)
+    tool = open_tool(corpus, shards, tokenizer=backend.tokenizer)
     start = time.time()
     with episode_progress(len(items), "format-check") as on_turn:
         trajectories = run_batch(items, backend, tool, max_new_tokens=max_new_tokens, temperature=0.0,

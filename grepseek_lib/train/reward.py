@@ -1,6 +1,6 @@
 """The RL reward: token-F1 of the episode's answer (best over gold answers) times the strict format gate.
 
-Built only from `agent.actions` (format gate, FIRST `<answer>` block) and `eval.metrics.f1`, so the reward
+Built only from `agent.actions` (format gate, FIRST `<answer>` block) and `metrics.f1`, so the reward
 pays for exactly what evaluation scores.
 
 The trl adapter (`TrlShellReward`) has trl 1.16's `reward_funcs` signature
@@ -22,8 +22,8 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.agent.actions import first_answer, format_gate, parse_action
 from grepseek_lib.agent.chat_template import IM_END, IM_START
-from grepseek_lib.eval.evidence import search_report, summarize_search
-from grepseek_lib.eval.metrics import f1
+from grepseek_lib.agent.evidence import search_report, summarize_search
+from grepseek_lib.metrics import f1
 
 #: The header our chat template writes before every assistant turn (the generation prompt).
 ASSISTANT_HEADER = f"{IM_START}assistant\n"

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from grepseek_lib.eval.metrics import normalize_answer
+from grepseek_lib.metrics import normalize_answer
 
 
 def readable(stdout: str) -> str:

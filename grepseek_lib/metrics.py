@@ -10,8 +10,10 @@ import re
 import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -65,6 +67,8 @@ def aggregate(df: pd.DataFrame, by: str = "benchmark", metrics: Sequence[str] = 
     `df` holds one row per question with the column `by` and the metric columns. The result is indexed
     by group (first-appearance order) with a column `n` (questions; for micro / macro, all of them).
     """
+    import pandas as pd  # deferred: scoring one answer (the reward, the data build) needs no pandas
+
     missing = [c for c in (by, *metrics) if c not in df.columns]
     if missing:
         raise KeyError(f"aggregate: missing column(s) {missing}; have {list(df.columns)}")
