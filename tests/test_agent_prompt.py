@@ -61,3 +61,12 @@ def test_prompt_stays_short_and_is_the_start_of_every_episode():
     text = system_prompt(28_960)
     assert len(text) < 3000  # about 830 SmolLM2 tokens: it is part of every training example
     assert initial_messages("Who?", 28_960)[0]["content"] == text
+
+
+def test_tool_budget_notes_the_last_allowed_call_only():
+    from grepseek_lib.agent.prompt import ToolBudget, budget_message
+
+    budget = ToolBudget(2)
+    assert not budget.spent and budget.observe("a") == "a" and not budget.spent
+    assert budget.observe("b") == "b\n\n" + budget_message(2) and budget.spent
+    assert ToolBudget(0).spent

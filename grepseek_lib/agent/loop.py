@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import parse_action
-from grepseek_lib.agent.prompt import format_error_message, initial_messages, with_budget_note
+from grepseek_lib.agent.prompt import ToolBudget, format_error_message, initial_messages
 from grepseek_lib.agent.trajectory import Trajectory, Turn
 
 #: Generation stops after the first action; the parser accepts the text with or without the stop string.
@@ -36,9 +36,8 @@ DEFAULT_MAX_CONTEXT_TOKENS = 8192
 @dataclass
 class _Episode:
     traj: Trajectory
-    tool_calls: int = 0
+    budget: ToolBudget
     errors_in_row: int = 0
-    budget_spent: bool = False
     done: bool = False
 
     @property
@@ -135,7 +134,7 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
         messages = initial_messages(question, n_lines, max_tool_calls=max_tool_calls,
                                     max_obs_tokens=tool.max_obs_tokens)  # the prompt states the tool's own cut
         episodes.append(_Episode(Trajectory(question=question, id=qid, golds=golds, messages=messages),
-                                 budget_spent=max_tool_calls <= 0))
+                                 ToolBudget(max_tool_calls)))
 
     while active := [ep for ep in episodes if not ep.done]:
         generations = backend.generate([ep.messages for ep in active], max_new_tokens=max_new_tokens,
@@ -149,7 +148,7 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
             if action.kind == "answer":
                 ep.messages.append({"role": "assistant", "content": action.text})
                 ep.finish("answer", action.answer)
-            elif ep.budget_spent:
+            elif ep.budget.spent:
                 ep.messages.append({"role": "assistant", "content": action.text or gen.text})
                 ep.finish("budget")
             elif action.kind == "invalid":
@@ -167,12 +166,8 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
         results = _run_tools(tool, [turn.action.command for _, turn in tool_work], tool_workers)
         for (ep, turn), (payload, seconds) in zip(tool_work, results, strict=True):
             turn.observation, turn.tool_s = payload, seconds
-            turn.observation_text = observation_text(payload)
-            ep.tool_calls += 1
+            turn.observation_text = ep.budget.observe(observation_text(payload))
             ep.errors_in_row = 0
-            if ep.tool_calls >= max_tool_calls:
-                ep.budget_spent = True
-                turn.observation_text = with_budget_note(turn.observation_text, max_tool_calls)
             ep.messages.append({"role": "tool", "content": turn.observation_text})
 
         for ep in active:

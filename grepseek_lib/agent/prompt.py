@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import render_tool_call, render_turn
@@ -123,6 +124,27 @@ def with_budget_note(observation: str, max_tool_calls: int) -> str:
     same way: our loop, the cold-start data, and trl's tool loop in GRPO (which only ever adds tool messages).
     """
     return f"{observation}\n\n{budget_message(max_tool_calls)}"
+
+
+@dataclass
+class ToolBudget:
+    """One episode's tool calls: the observation of the last allowed call carries the budget note.
+
+    The agent loop, the cold-start export and GRPO's rollout environment each keep one per episode, so the
+    note lands on the same call, in the same words, in every conversation the policy sees.
+    """
+
+    max_tool_calls: int
+    calls: int = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.calls >= self.max_tool_calls
+
+    def observe(self, observation: str) -> str:
+        """Count one executed call; return the text its tool message holds."""
+        self.calls += 1
+        return with_budget_note(observation, self.max_tool_calls) if self.calls == self.max_tool_calls else observation
 
 
 def budget_noted(message: dict) -> bool:

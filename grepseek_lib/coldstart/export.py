@@ -16,7 +16,7 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import render_turn
-from grepseek_lib.agent.prompt import initial_messages, with_budget_note
+from grepseek_lib.agent.prompt import ToolBudget, initial_messages
 from grepseek_lib.coldstart.accept import STAGES, Outcome
 from grepseek_lib.coldstart.roles import Item
 from grepseek_lib.coldstart.strategies import STRATEGIES, is_count, strategy_of
@@ -33,14 +33,11 @@ def to_messages(item: Item, outcome: Outcome, n_lines: int, max_tool_calls: int 
     allowed tool call."""
     messages = initial_messages(item.question, n_lines, max_tool_calls=max_tool_calls,
                                 max_obs_tokens=max_obs_tokens)
-    calls = 0
+    budget = ToolBudget(max_tool_calls)
     for turn in outcome.turns:
         messages.append({"role": "assistant", "content": render_turn(turn.think, turn.command, turn.answer)})
         if turn.command is not None:
-            calls += 1
-            text = observation_text(turn.payload)
-            messages.append({"role": "tool", "content": with_budget_note(text, max_tool_calls)
-                             if calls == max_tool_calls else text})
+            messages.append({"role": "tool", "content": budget.observe(observation_text(turn.payload))})
     return messages
 
 
