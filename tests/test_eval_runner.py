@@ -160,3 +160,19 @@ def test_shards_without_a_corpus_run_over_the_corpus_they_were_cut_from(setup, t
     build_shards(tool.corpus, 1, shards)
     corpus, found = resolve_corpus(None, shards)
     assert corpus.resolve() == Path(tool.corpus).resolve() and found == shards
+
+
+def test_ask_saves_its_episode_for_the_inspector(setup, tmp_path, capsys):
+    from grepseek_lib.inspector.load import load_file
+    from grepseek_lib.train.models import build_tiny_model
+
+    _, tool, _ = setup
+    model = build_tiny_model(tmp_path / "tiny", corpus=tool.corpus)
+    saved = tmp_path / "asked.jsonl"
+    args = ["ask", "capital of France?", "--model", str(model), "--corpus", str(tool.corpus),
+            "--max-new-tokens", "16", "--save", str(saved)]
+    assert main(args) == 0 and main(args) == 0
+    episodes = load_file(saved)
+    assert len(episodes.episodes) == 2 and set(episodes.episodes["system"]) == {"ask"}
+    assert episodes.episodes["episode"].nunique() == 2
+    assert main([*args[:-1], str(tmp_path)]) == 2 and "--save" in capsys.readouterr().err

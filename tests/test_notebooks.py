@@ -359,6 +359,8 @@ def test_loader_and_filters_agree_with_the_records(smoke):
     rollouts = sum(len(v) for line in (smoke["out"] / "models" / "grpo" / "reward_parts.jsonl").read_text().splitlines()
                    for v in json.loads(line)["rewards"].values())
     assert len(filters.select(episodes, system="grpo_rollout")) == rollouts > 0
+    grpo_rows = filters.select(episodes, system="grpo_rollout")  # decoded turn by turn from rollouts.jsonl
+    assert all(len(data.turns_of(key)) > 0 for key in grpo_rows["episode"])
 
 
 @pytest.mark.slow

@@ -129,6 +129,35 @@ def test_grpo_reward_parts_read_the_tool_outputs_out_of_the_decoded_rollout(tiny
     assert parts["evidence_found"] and not parts["first_search_empty"] and parts["reward"] == 1.0
 
 
+
+def test_grpo_rollouts_are_written_turn_by_turn_for_the_inspector(tiny, tmp_path):
+    from grepseek_lib.agent.trajectory import load_jsonl
+    from grepseek_lib.inspector.load import load_grpo_rollouts
+    from grepseek_lib.train.models import load_tokenizer
+    from grepseek_lib.train.reward import ROLLOUTS_FILE
+
+    tokenizer = load_tokenizer(tiny)
+    command = "rg -F 'Hank Snow' corpus.jsonl | head -n 1"
+    payload = {"command": command, "stdout": "He died in Tennessee.\n", "stderr": "", "exit_code": 0,
+               "timed_out": False, "truncated": False}
+    messages = [{"role": "assistant", "content": render_turn("Look him up.", command)},
+                {"role": "tool", "content": observation_text(payload)},
+                {"role": "assistant", "content": render_turn("He died in Tennessee.", answer="Tennessee")}]
+    text = tokenizer.apply_chat_template(tool_messages_as_user(messages), tokenize=False)
+    ids = tokenizer(text.split("<|im_start|>assistant\n", 1)[1], add_special_tokens=False)["input_ids"]
+    reward = TrlShellReward(tokenizer, log_path=tmp_path / "reward_parts.jsonl")
+    prompt = [{"role": "system", "content": "s"}, {"role": "user", "content": "Query: Where did he die?"}]
+    assert reward([prompt, prompt], [None, None], [ids, ids[:5]], [["Tennessee"], ["Tennessee"]],
+                  id=["musique_train:7", "musique_train:7"]) == [1.0, 0.0]
+    first, cut = load_jsonl(tmp_path / ROLLOUTS_FILE)
+    assert first.question == "Where did he die?" and first.id == "7" and first.meta["benchmark"] == "musique_train"
+    assert [t.action.kind for t in first.turns] == ["tool", "answer"] and first.answer == "Tennessee"
+    assert first.turns[0].observation["stdout"] == payload["stdout"] and first.meta["reward"] == 1.0
+    assert cut.answer is None and cut.meta["rollout"] == 1
+    rows, turns = load_grpo_rollouts(tmp_path, "run")
+    assert len(rows) == 2 and rows[0]["episode"] != rows[1]["episode"] and len(turns) == 3
+
+
 def test_format_check_reports_search_rates_per_benchmark():
     from grepseek_lib.agent.actions import parse_action
     from grepseek_lib.agent.trajectory import Trajectory, Turn

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from grepseek_lib import config
-from grepseek_lib.checks import model_name, non_negative, positive
+from grepseek_lib.agent.trajectory import append_jsonl
+from grepseek_lib.checks import model_name, non_negative, positive, writable_file
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.open import open_tool, resolve_corpus
 
@@ -55,6 +56,9 @@ def register(subparsers) -> None:
                                 description="Answer one question by letting the agent search the corpus with "
                                             "read-only shell pipelines; every step is printed.")
     ask.add_argument("question")
+    ask.add_argument("--save", type=Path, default=None,
+                     help="append the episode (every turn and observation) to this JSONL file; the trajectory "
+                          "inspector (notebook 07) opens it with inspector.load.load_file")
     add_agent_options(ask)
     add_constrained_option(ask, default=True, why="default on, so a small model's every turn is a valid action")
     ask.set_defaults(func=ask_command)
@@ -125,6 +129,8 @@ def ask_command(args) -> int:
     if not args.question.strip():
         raise UserError("the question is empty")
     check_agent_args(args)
+    if args.save is not None:
+        writable_file(args.save, "--save")
     corpus, shards = resolve_corpus(args.corpus, args.shards)
     mode = "constrained" if args.constrained else "unconstrained"
     print(f"loading {args.model} ({args.backend}, {mode} decoding) ...", file=sys.stderr)
@@ -140,4 +146,8 @@ def ask_command(args) -> int:
     print(f"Answer: {traj.answer if traj.answer is not None else '(none)'}")
     print(f"(stop: {traj.stop_reason}; {traj.tool_calls} tool calls; {traj.format_errors} format errors; "
           f"{elapsed:.1f} s: LLM {traj.llm_s:.1f} s, tools {traj.tool_s:.2f} s)")
+    if args.save is not None:
+        traj.id = f"ask-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6:06d}"  # one key per episode
+        append_jsonl([traj], args.save)
+        print(f"episode appended to {args.save}", file=sys.stderr)
     return 0

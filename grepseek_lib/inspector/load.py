@@ -2,8 +2,8 @@
 
 A run folder holds: eval/<system>/ (the runner: trajectories.jsonl + records.jsonl; BM25: records.jsonl
 only, one retrieval read in one shot), coldstart/records.jsonl (every question; accepted ones carry the
-chat `messages` SFT trains on), models/grpo/reward_parts.jsonl (each rollout's reward per question and
-step: trl runs with log_completions=False, so GRPO rollouts have a reward but no turns) and
+chat `messages` SFT trains on), models/grpo/rollouts.jsonl (every GRPO rollout decoded into turns and tool
+payloads, with its step and reward; older runs have only reward_parts.jsonl, a reward per rollout) and
 format_check_episodes.jsonl where the format check ran. Any other Trajectory JSONL (agent.trajectory's
 format, e.g. a `grepseek ask` episode) loads with `load_file`.
 """
@@ -22,6 +22,7 @@ from grepseek_lib.agent.trajectory import Trajectory, Turn, load_jsonl
 from grepseek_lib.eval.runner import RECORDS, TRAJECTORIES, read_records
 from grepseek_lib.inspector.rows import Episodes, episode_key, f1_bucket, from_trajectories, outcome_of
 from grepseek_lib.train.grpo import REWARD_PARTS_FILE, read_reward_parts
+from grepseek_lib.train.reward import ROLLOUTS_FILE
 
 FORMAT_CHECK_FILE = "format_check_episodes.jsonl"
 Rows = tuple[list[dict], list[dict]]
@@ -97,10 +98,19 @@ def load_coldstart(folder: Path, run: str) -> Rows:
 
 
 def load_grpo_rollouts(folder: Path, run: str) -> Rows:
-    """GRPO rollouts as reward-only episodes (step, rollout index, reward) and any format-check episodes."""
+    """GRPO rollouts, turn by turn from rollouts.jsonl (reward-only episodes from reward_parts.jsonl for runs
+    made before it was written), and any format-check episodes."""
     folder = Path(folder)
-    episodes = []
-    for step in read_reward_parts(folder / REWARD_PARTS_FILE):
+    episodes, turns = [], []
+    if (folder / ROLLOUTS_FILE).is_file():
+        rollouts = load_jsonl(folder / ROLLOUTS_FILE)
+        base = {"run": run, "system": "grpo_rollout", "source": "grpo"}
+        for traj in rollouts:
+            rows = from_trajectories([traj], {**base, "step": traj.meta.get("step"),
+                                              "rollout": traj.meta.get("rollout"), "reward": traj.meta.get("reward")})
+            episodes += rows[0]
+            turns += rows[1]
+    for step in ([] if episodes else read_reward_parts(folder / REWARD_PARTS_FILE)):
         for question, rewards in step.get("rewards", {}).items():
             split, _, qid = question.rpartition(":")
             for k, reward in enumerate(rewards):
@@ -109,7 +119,6 @@ def load_grpo_rollouts(folder: Path, run: str) -> Rows:
                                  "id": qid, "step": step["step"], "rollout": k, "reward": reward,
                                  "stop_reason": "n/a", "turns": 0, "tool_calls": None, "programs": [],
                                  "repeated_commands": 0})
-    turns: list[dict] = []
     if (folder / FORMAT_CHECK_FILE).is_file():
         checked = from_trajectories(load_jsonl(folder / FORMAT_CHECK_FILE),
                                     {"run": run, "system": "format_check", "source": "grpo"})

@@ -96,7 +96,7 @@ def from_trajectories(trajs: Iterable[Trajectory], base: dict[str, Any],
     episodes, turns = [], []
     for traj in trajs:
         benchmark = traj.meta.get("benchmark", base.get("benchmark", ""))
-        key = episode_key(base["run"], base["system"], benchmark, str(traj.id))
+        key = episode_key(base["run"], base["system"], benchmark, str(traj.id), traj.meta.get("episode_suffix", ""))
         record = (scores or {}).get((benchmark, str(traj.id)), {})
         known = {k: record[k] for k in ("em", "f1") if k in record}
         episodes.append(episode_row(traj, key, {**base, "benchmark": benchmark, **known}))

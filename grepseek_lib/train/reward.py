@@ -23,8 +23,11 @@ from grepseek_lib import config
 from grepseek_lib.agent.actions import first_answer, format_gate, parse_action
 from grepseek_lib.agent.chat_template import IM_END, IM_START
 from grepseek_lib.agent.evidence import search_report, summarize_search
+from grepseek_lib.agent.trajectory import Trajectory, Turn, append_jsonl
 from grepseek_lib.metrics import f1
 
+#: Every rollout of every step, decoded into turns and tool payloads (beside the reward-parts log).
+ROLLOUTS_FILE = "rollouts.jsonl"
 #: The header our chat template writes before every assistant turn (the generation prompt).
 ASSISTANT_HEADER = f"{IM_START}assistant\n"
 
@@ -61,17 +64,45 @@ def split_decoded_turns(text: str) -> list[str]:
 _TOOL_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
 
 
-def decoded_stdouts(text: str) -> list[str]:
-    """The stdout of every tool response in a decoded completion (payload JSON, maybe a budget note after it)."""
-    stdouts = []
+def decoded_payloads(text: str) -> list[dict]:
+    """Every tool response's payload in a decoded completion (payload JSON, maybe a budget note after it)."""
+    payloads = []
     for block in _TOOL_RESPONSE.findall(text):
         try:
             payload = json.loads(block.split("\n", 1)[0])
         except json.JSONDecodeError:
             continue
         if isinstance(payload, dict):
-            stdouts.append(str(payload.get("stdout") or ""))
-    return stdouts
+            payloads.append(payload)
+    return payloads
+
+
+def decoded_stdouts(text: str) -> list[str]:
+    """The stdout of every tool response in a decoded completion."""
+    return [str(payload.get("stdout") or "") for payload in decoded_payloads(text)]
+
+
+def rollout_trajectory(text: str, question: str, qid: str, golds: Sequence[str], parts: dict[str, Any],
+                       step: int, rollout: int) -> Trajectory:
+    """One decoded GRPO rollout as an agent-loop Trajectory (turns, tool payloads, answer) for the inspector."""
+    payloads = iter(decoded_payloads(text))
+    turns = []
+    for raw in split_decoded_turns(text):
+        action = parse_action(raw)
+        payload = next(payloads, None) if action.kind == "tool" else None
+        turns.append(Turn(text=raw, action=action, observation=payload))
+    split, _, plain_id = qid.rpartition(":")
+    return Trajectory(question=question, id=plain_id or qid, golds=list(golds), turns=turns, answer=parts["answer"],
+                      stop_reason="answer" if parts["answered"] else "budget",
+                      meta={"benchmark": split, "step": step, "rollout": rollout, "reward": parts["reward"],
+                            "episode_suffix": f"step{step}.{rollout}"})
+
+
+def _question_of(prompt: Any) -> str:
+    """The question of a rollout's prompt (its user turn `Query: ...`)."""
+    users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"] \
+        if isinstance(prompt, list) else [str(prompt)]
+    return (users[0] if users else "").removeprefix("Query: ")
 
 
 def reward_parts(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequence[str], *,
@@ -144,12 +175,17 @@ class TrlShellReward:
             for key, value in summary.items():
                 log_metric(f"reward_parts/{key}", value)
         if self.log_path is not None:
-            step = int(getattr(trainer_state, "global_step", 0) or 0)
-            record = {"step": step + 1, "n": len(parts), **summary,
-                      "reasons": _top_reasons(parts), "rewards": _by_question(parts, columns.get("id"))}
+            step = int(getattr(trainer_state, "global_step", 0) or 0) + 1
+            ids = [str(i) for i in columns.get("id") or ["?"] * len(parts)]
+            record = {"step": step, "n": len(parts), **summary,
+                      "reasons": _top_reasons(parts), "rewards": _by_question(parts, ids)}
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
+            rollouts = [rollout_trajectory(text, _question_of(prompt), qid, g, p, step, k)
+                        for k, (text, prompt, qid, g, p) in enumerate(zip(texts, prompts, ids, golds, parts,
+                                                                          strict=True))]
+            append_jsonl(rollouts, self.log_path.with_name(ROLLOUTS_FILE))
         return [p["reward"] for p in parts]
 
 
