@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from grepseek_lib.errors import UserError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Benchmarks of the evaluation, in the paper's order.
@@ -45,8 +47,6 @@ def min_shard_bytes() -> int:
     try:
         megabytes = float(value) if value else 32.0
     except ValueError:
-        from grepseek_lib.errors import UserError
-
         raise UserError(f"GREPSEEK_MIN_SHARD_MB must be a number of megabytes, got {value!r}") from None
     return int(megabytes * 1_000_000)
 

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.agent.backends import make_backend
+from grepseek_lib.agent.loop import run_episode
 from grepseek_lib.agent.trajectory import append_jsonl
 from grepseek_lib.checks import model_name, non_negative, positive, writable_file
 from grepseek_lib.errors import UserError
@@ -123,9 +125,6 @@ def print_turn(traj, turn, out=sys.stdout) -> None:
 
 
 def ask_command(args) -> int:
-    from grepseek_lib.agent.backends import make_backend  # defers transformers
-    from grepseek_lib.agent.loop import run_episode
-
     if not args.question.strip():
         raise UserError("the question is empty")
     check_agent_args(args)

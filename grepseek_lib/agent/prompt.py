@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from grepseek_lib import config
 from grepseek_lib.agent.actions import render_tool_call, render_turn
 from grepseek_lib.shell.policy import ALLOWED_PROGRAMS
+from grepseek_lib.shell.tool import make_payload, observation_text
+from grepseek_lib.shell.types import RunResult
 
 _SYSTEM_TEMPLATE = """\
 You answer questions by searching a text corpus with shell commands: no search engine, you read the raw \
@@ -64,9 +66,6 @@ _CALL_EXAMPLE_COMMAND = "rg -F -i 'ada lovelace' {corpus} | head -n 3"
 
 def _example_episode(corpus: str) -> str:
     """The worked episode, each turn and tool reply rendered exactly as the real conversation shows it."""
-    from grepseek_lib.shell.tool import make_payload, observation_text
-    from grepseek_lib.shell.types import RunResult
-
     lines = [user_message(_EXAMPLE_QUESTION)]
     for think, command, stdout in _EXAMPLE_STEPS:
         command = command.format(corpus=corpus)

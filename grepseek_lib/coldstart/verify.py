@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.types import EXIT_REFUSED, Refused
 
 _WORD = re.compile(r"[^\W_]+")
@@ -109,8 +110,6 @@ def observed_text(stdout: str) -> str:
 def command_patterns(command: str, programs: tuple[str, ...] = ("rg", "grep", "awk", "sed")) -> list[str]:
     """The search strings of a command (rg/grep patterns, awk/sed scripts), unescaped as the corpus
     reads them. Raises Refused when the policy would not run the command."""
-    from grepseek_lib.shell.policy import parse_command
-
     patterns: list[str] = []
     for stage in parse_command(command).stages:
         if stage.program not in programs:

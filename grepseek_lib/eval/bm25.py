@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
+from grepseek_lib.agent.actions import parse_action
+from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.agent.evidence import answer_in
+from grepseek_lib.data.formats import iter_corpus
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval.identity import file_sha256
 from grepseek_lib.eval.runner import RECORDS, plan_questions
@@ -53,8 +56,6 @@ class Bm25Index:
 
 def read_passages(corpus: Path) -> list[Passage]:
     """Every passage of the corpus (any format data.formats reads), in file order."""
-    from grepseek_lib.data.formats import iter_corpus
-
     passages = [Passage(id=p["id"], title=p["title"], text=p["text"]) for p in iter_corpus(corpus)]
     if not passages:
         raise UserError(f"corpus is empty: {corpus}")
@@ -131,8 +132,6 @@ def extract_reader_answer(reply: str) -> str:
     The reader was never trained on the tag format, so unlike the agent's reward we do not score a
     missing tag as 0: the baseline would then measure format following, not retrieval.
     """
-    from grepseek_lib.agent.actions import parse_action
-
     action = parse_action(reply)
     if action.kind == "answer":
         return action.answer.strip()
@@ -218,8 +217,6 @@ def evaluate_baseline(
     records = [{**q, "benchmark": name} for name, q in plan_questions(benchmarks, limit, benchmarks_dir)]
     index = load_or_build_index(Path(corpus))
     if backend is None:
-        from grepseek_lib.agent.backends import make_backend
-
         backend = make_backend(backend_kind, model, **(backend_kwargs or {}))
     rows = evaluate_bm25(records, backend, index, k=k, batch_size=batch_size, max_new_tokens=max_new_tokens)
     out_dir = Path(out_dir)

@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
+from grepseek_lib.agent.backends import HFBackend
 from grepseek_lib.agent.evidence import summarize_search, trajectory_report
+from grepseek_lib.agent.loop import episode_progress, run_batch
+from grepseek_lib.agent.trajectory import save_jsonl
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.open import open_tool, resolve_corpus
+from grepseek_lib.train.reward import reward_parts
 
 DEFAULT_BENCHMARKS = ("nq", "hotpotqa")
 
@@ -68,11 +72,6 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
                  max_new_tokens: int = 512, benchmarks_dir: Path | None = None,
                  out: Path | None = None) -> dict[str, Any]:
     """Run `limit` greedy episodes; returns the pass rate and its parts (and writes the episodes to `out`)."""
-    from grepseek_lib.agent.backends import HFBackend
-    from grepseek_lib.agent.loop import episode_progress, run_batch
-    from grepseek_lib.agent.trajectory import save_jsonl
-    from grepseek_lib.train.reward import reward_parts
-
     corpus, shards = resolve_corpus(corpus, shards)
     items = held_out_questions(benchmarks, limit, benchmarks_dir)
     backend = HFBackend(model, batch_size=batch_size)
