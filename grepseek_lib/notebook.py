@@ -37,3 +37,13 @@ def use_text_progress() -> None:
     for module in (tqdm.auto, tqdm.autonotebook):
         module.tqdm, module.trange = tqdm.std.tqdm, tqdm.std.trange
     transformers.utils.is_in_notebook = lambda: False
+
+
+def cli_options(**options: object) -> list[str]:
+    """Command-line flags for the options that are set: cli_options(base_url=None, model="m") -> ["--model", "m"],
+    so a notebook passes optional parameters (a teacher server, say) to a command without branching."""
+    flags: list[str] = []
+    for name, value in options.items():
+        if value is not None and value != "":
+            flags += [f"--{name.replace('_', '-')}", str(value)]
+    return flags

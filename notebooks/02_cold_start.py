@@ -23,7 +23,9 @@ data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; buil
 model = "smollm2"  # the policy whose tokenizer cuts observations, as at inference
 train_splits = ["hotpotqa_train", "musique_train"]
 coldstart_limit = 200  # questions per split
-teacher = "offline"
+teacher = "offline"  # offline (annotations, no LLM) or openai (a Tutor/Planner LLM behind the server below)
+teacher_base_url = None  # openai teacher: the OpenAI-compatible server, e.g. http://host:8000/v1 (vLLM serve)
+teacher_model = None  # openai teacher: the served model name (None: the one the server serves)
 seed = 0
 
 # %%
@@ -41,7 +43,8 @@ splits = ",".join(str(data_dir / "benchmarks" / f"{s}.jsonl") for s in train_spl
 # %%
 exit_code = grepseek(["coldstart", "--splits", splits, "--limit", str(coldstart_limit), "--out", str(out_dir),
                       "--corpus", str(data_dir / "corpus.jsonl"), "--shards", str(data_dir / "shards"),
-                      "--teacher", teacher, "--tokenizer", model, "--seed", str(seed)])
+                      "--teacher", teacher, "--tokenizer", model, "--seed", str(seed),
+                      *notebook.cli_options(base_url=teacher_base_url, model=teacher_model)])
 assert exit_code == 0, f"grepseek coldstart exited {exit_code}"
 
 # %% [markdown]

@@ -22,6 +22,7 @@ from grepseek_lib import config
 from grepseek_lib.agent.actions import first_answer, format_gate, parse_action
 from grepseek_lib.agent.chat_template import IM_END, IM_START
 from grepseek_lib.eval.metrics import f1
+from grepseek_lib.train.distributed import rank
 
 #: The header our chat template writes before every assistant turn (the generation prompt).
 ASSISTANT_HEADER = f"{IM_START}assistant\n"
@@ -114,7 +115,7 @@ class TrlShellReward:
                 log_metric(f"reward_parts/{key}", value)
         if self.log_path is not None:
             step = int(getattr(trainer_state, "global_step", 0) or 0)
-            record = {"step": step + 1, "n": len(parts), **summary,
+            record = {"step": step + 1, "rank": rank(), "n": len(parts), **summary,
                       "reasons": _top_reasons(parts), "rewards": _by_question(parts, columns.get("id"))}
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("a", encoding="utf-8") as handle:
