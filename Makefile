@@ -1,5 +1,9 @@
 # GrepSeek: `make run` and `make test` are all a user needs; both set up the venv first.
 PYTHON ?= python3
+# Inside `conda activate grepseek` (environment.yml) the conda environment is the venv.
+ifeq ($(CONDA_DEFAULT_ENV),grepseek)
+VENV   ?= $(CONDA_PREFIX)
+endif
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
