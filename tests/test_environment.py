@@ -7,8 +7,8 @@ import ast
 import importlib.metadata
 import re
 import sys
-import tomllib
 
+import tomllib
 import yaml
 from packaging.requirements import Requirement
 
