@@ -28,8 +28,8 @@ FACTS = [("Aaron", "Aaron is the brother of Moses and a high priest.", "Who is t
          ("Paris", "Paris is the capital of France, on the Seine.", "What is the capital of France?"),
          ("Beatles", "The Beatles were formed in Liverpool in 1960.", "Where were the Beatles formed?"),
          ("Everest", "Mount Everest is the highest mountain.", "What is the highest mountain?")]
-#: save_steps 1: SFT saves checkpoints 1, 2 then 3 (resumed), GRPO checkpoint 1; plus three final folders.
-SAVES = 3 + 2 + 2
+#: Files of a final model folder written from Python (the weights and tokenizer.json are written by Rust code).
+FINAL_FILES = {"config.json", "generation_config.json", "chat_template.jinja", "train_summary.json"}
 
 
 def free_port() -> int:
@@ -72,14 +72,21 @@ def test_sft_resume_and_grpo_under_accelerate_launch_with_two_processes(tiny, tm
            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
            str(config.REPO_ROOT / "tests" / "launched_commands.py"),
            f"{sft} --max-steps 2", f"{sft} --max-steps 3 --resume", grpo]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GREPSEEK_DATA": str(tmp_path / "data")}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GREPSEEK_DATA": str(tmp_path / "data"),
+           "WRITE_LOG": str(tmp_path / "writes")}
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]
-    # both ranks ran each command; every final folder was written by rank 0 alone (a save per checkpoint + final)
+    # both ranks ran each command; the final folders were written by rank 0 alone, every time
     assert done.stdout.count('"processes": 2') == 6
-    assert log.replace("\r", "\n").count("Writing model shards: 100%") == SAVES
     sft_out, grpo_out = tmp_path / "sft", tmp_path / "grpo"
+    writes = {r: (tmp_path / f"writes-rank{r}.txt").read_text().splitlines() for r in (0, 1)}
+    finals = {r: [Path(p) for p in w if Path(p).parent in (sft_out, grpo_out)
+                  and not Path(p).name.startswith(".grepseek-probe")] for r, w in writes.items()}
+    assert [p.name for p in finals[1]] == ["reward_parts.jsonl"]  # each rank logs its own rollouts
+    assert sorted(p.name for p in finals[0] if p.parent == sft_out and p.name in FINAL_FILES) == \
+        sorted([*FINAL_FILES] * 2)  # the run and its resumed run
+    assert {p.name for p in finals[0] if p.parent == grpo_out} >= FINAL_FILES | {"questions.json"}
     summary = json.loads((sft_out / "train_summary.json").read_text())
     assert summary["steps"] == 3 and summary["resumed_from"].endswith("checkpoint-2")
     assert {p.name for p in (sft_out / "checkpoints").glob("checkpoint-*")} == {"checkpoint-2", "checkpoint-3"}
