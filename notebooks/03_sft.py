@@ -20,7 +20,8 @@
 # %% tags=["parameters"]
 run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
 data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; built by 00_data)
-model = "smollm2"  # base policy: tiny (tests), smollm2, or a model folder
+model = "smollm2"  # base policy: tiny (tests), smollm2, a model folder or a Hugging Face id
+lora = False  # train LoRA adapters (merged into the saved model): for models above ~4B on one GPU
 train_config = "cpu"  # train/configs.py preset or a YAML file
 sft_epochs = 1
 sft_max_steps = None  # None: whole epochs
@@ -43,11 +44,11 @@ run_dir, data_dir = notebook.start(run_dir, data_dir)
 out_dir = runfolder.artifacts_dir(run_dir, "models") / "sft"
 data = run_dir / "coldstart" / "train.jsonl"
 settings = replace(load_config(train_config).sft, num_train_epochs=sft_epochs, max_examples=sft_max_examples,
-                   max_length=sft_max_length, seed=seed)
+                   max_length=sft_max_length, seed=seed, lora=lora)
 settings
 
 # %%
-summary = run_sft(data, model, out_dir, settings, max_steps=sft_max_steps)
+summary = run_sft(data, model, out_dir, settings, lora=settings.lora, max_steps=sft_max_steps)
 pd.Series({k: v for k, v in summary.items() if k != "settings"}).to_frame("value")
 
 # %% [markdown]

@@ -21,6 +21,9 @@
 run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
 data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; built by 00_data)
 train_config = "cpu"
+train_splits = ["hotpotqa_train", "musique_train"]  # training questions: data_dir/benchmarks/<split>.jsonl
+backend = "auto"  # rollout generation: auto (vLLM on a CUDA GPU with vllm installed, else hf), hf or vllm
+lora = False  # train LoRA adapters (merged into the saved model)
 grpo_steps = 2
 grpo_questions = 2  # questions per step
 grpo_generations = 2  # rollouts per question (G)
@@ -40,6 +43,7 @@ import pandas as pd
 from grepseek_lib import notebook, runfolder
 from grepseek_lib.eval import plots
 from grepseek_lib.train.configs import load_config
+from grepseek_lib.train.devices import rollout_vllm
 from grepseek_lib.train.grpo import METRICS_FILE, REWARD_PARTS_FILE, read_reward_parts, run_grpo
 
 STAGE = "04_grpo"
@@ -50,12 +54,13 @@ settings = replace(load_config(train_config).grpo, max_steps=grpo_steps, questio
                    num_generations=grpo_generations, per_device_train_batch_size=grpo_generations,
                    max_completion_length=grpo_max_completion, max_turn_tokens=max_new_tokens,
                    max_tool_calls=max_tool_calls, max_obs_tokens=max_obs_tokens, max_questions=grpo_pool,
-                   probe_candidates=grpo_probe_candidates, seed=seed)
+                   probe_candidates=grpo_probe_candidates, seed=seed, train_splits=tuple(train_splits),
+                   use_vllm=rollout_vllm(backend), lora=lora)
 settings
 
 # %%
 summary = run_grpo(str(models / "sft"), out_dir, settings, corpus=data_dir / "corpus.jsonl",
-                   shards=data_dir / "shards", benchmarks_dir=data_dir / "benchmarks")
+                   shards=data_dir / "shards", benchmarks_dir=data_dir / "benchmarks", lora=settings.lora)
 pd.Series({k: v for k, v in summary.items() if k != "settings"}).to_frame("value")
 
 # %% [markdown]

@@ -20,7 +20,9 @@
 # %% tags=["parameters"]
 run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
 data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; built by 00_data)
-model = "smollm2"  # the base model (zero-shot agent and BM25 reader)
+model = "smollm2"  # the base model (zero-shot agent and BM25 reader): smollm2, a folder or a Hugging Face id
+backend = "auto"  # auto (vLLM on a CUDA GPU with vllm installed, else hf), hf, vllm, or openai
+base_url = None  # openai backend: the server (its `model` serves the zero-shot agent and the BM25 reader)
 benchmarks = ["nq", "triviaqa", "popqa", "hotpotqa", "2wiki", "musique", "bamboogle"]
 eval_limit = 2  # first N questions per benchmark
 bm25_k = 3
@@ -31,11 +33,13 @@ batch_size = 8
 
 # %%
 from grepseek_lib import notebook, runfolder
+from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.eval import bm25, compare, losses, plots
 from grepseek_lib.eval.runner import evaluate
 from grepseek_lib.inspector import filters, load, report
 from grepseek_lib.inspector.browser import Browser
 from grepseek_lib.inspector.rerun import tool_for_run
+from grepseek_lib.train.devices import backend_options, policy_backend
 
 STAGE = "05_eval"
 run_dir, data_dir = notebook.start(run_dir, data_dir)
@@ -43,6 +47,7 @@ corpus = data_dir / "corpus.jsonl"
 shards_dir = data_dir / "shards"
 eval_dir = runfolder.artifacts_dir(run_dir, "eval")
 models = runfolder.artifacts_dir(run_dir, "models")
+kind, options = policy_backend(backend), backend_options(backend, base_url)
 agents = {"zero_shot": model, "sft": str(models / "sft"), "grpo": str(models / "grpo")}
 
 # %% [markdown]
@@ -50,17 +55,17 @@ agents = {"zero_shot": model, "sft": str(models / "sft"), "grpo": str(models / "
 
 # %%
 for system, policy in agents.items():
-    evaluate(policy, benchmarks=benchmarks, limit=eval_limit, out_dir=eval_dir / system,
+    evaluate(policy, kind, benchmarks=benchmarks, limit=eval_limit, out_dir=eval_dir / system,
              corpus=corpus, shards=shards_dir, benchmarks_dir=data_dir / "benchmarks",
              max_new_tokens=max_new_tokens, max_tool_calls=max_tool_calls, max_obs_tokens=max_obs_tokens,
-             batch_size=batch_size)
+             batch_size=batch_size, backend_kwargs=options)
 
 # %% [markdown]
 # ## BM25 top-k, read in one shot by the base model
 
 # %%
 bm25.evaluate_baseline(model, benchmarks, eval_limit, eval_dir / "bm25", corpus=corpus,
-                       benchmarks_dir=data_dir / "benchmarks", k=bm25_k)
+                       benchmarks_dir=data_dir / "benchmarks", k=bm25_k, backend=make_backend(kind, model, **options))
 
 # %% [markdown]
 # ## One table, the same questions for every system

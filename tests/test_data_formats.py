@@ -154,7 +154,8 @@ def test_import_links_jsonl_converts_tsv_and_copies_benchmarks(tmp_path: Path) -
     flash = tmp_path / "flashrag"
     (flash / "nq").mkdir(parents=True)
     _write(flash / "nq" / "test.jsonl", '{"id": "test_0", "question": "Q?", "golden_answers": ["A"]}\n')
-    assert import_benchmarks(flash, out) == {"nq": 1}
+    stats, passages = import_benchmarks(flash, out)
+    assert stats["nq"]["kept"] == 1 and stats["nq"]["role"] == "eval" and passages is None
     rec = load_benchmark(out / "benchmarks" / "nq.jsonl")[0]
     assert rec["metadata"] == {"source": "nq", "dataset_split": "test"}
     with pytest.raises(UserError, match="none of"):

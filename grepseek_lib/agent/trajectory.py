@@ -84,12 +84,13 @@ class Trajectory:
 
 
 def append_jsonl(trajectories: Iterable[Trajectory], path: Path) -> None:
-    """Append trajectories to a JSONL file (one line each), creating the folder."""
+    """Append trajectories to a JSONL file (one line each), creating the folder. One write call, so the
+    ranks of a multi-process GRPO run appending to the same file do not interleave their lines."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(traj.to_dict(), ensure_ascii=False) + "\n" for traj in trajectories)
     with path.open("a", encoding="utf-8") as handle:
-        for traj in trajectories:
-            handle.write(json.dumps(traj.to_dict(), ensure_ascii=False) + "\n")
+        handle.write(text)
         handle.flush()
 
 

@@ -18,7 +18,7 @@ from grepseek_lib import config
 from grepseek_lib.data import raw as rawsrc
 from grepseek_lib.data.card import summary_table, write_card
 from grepseek_lib.data.formats import corpus_line, write_jsonl, write_lines
-from grepseek_lib.data.support import YES_NO, CorpusView, SupportFinder, normalize_text
+from grepseek_lib.data.support import YES_NO, CorpusView, SupportFinder, normalize_text, question_key
 from grepseek_lib.metrics import normalize_answer
 
 #: Seed of the one shuffle that interleaves the sources (and so fixes every passage id).
@@ -103,10 +103,6 @@ def _gold_supports(rec: dict[str, Any], corpus: Corpus, finder: SupportFinder) -
     return any(finder.passage_has_answer(pid, answers) for pid in pids)
 
 
-def _question_key(question: str) -> str:
-    return normalize_answer(question)
-
-
 def read_candidates(raw: Path) -> dict[str, list[dict[str, Any]]]:
     """Every question of every source, training splits first (they decide what eval must leave out)."""
     readers = {**rawsrc.TRAIN_READERS, **rawsrc.BENCHMARK_READERS}
@@ -125,14 +121,14 @@ def select_questions(
         kept = [r for r in candidates if _gold_supports(r, corpus, finder)]
         for rec in kept:
             _resolve_gold(rec, corpus)
-            train_keys.add(_question_key(rec["question"]))
+            train_keys.add(question_key(rec["question"]))
         outputs[name] = kept
         stats[name] = {"role": "train", "candidates": len(candidates), "filter": "gold"}
     for name in rawsrc.BENCHMARK_READERS:
         candidates = candidates_by_name[name]
         fresh, seen, overlap = [], set(), 0
         for rec in candidates:
-            key = _question_key(rec["question"])
+            key = question_key(rec["question"])
             if key in train_keys:
                 overlap += 1
             elif key not in seen:

@@ -20,26 +20,21 @@ def _default_card(out: Path) -> Path:
 
 
 def _build(args: argparse.Namespace) -> int:
-    out = writable_dir(Path(args.out) if args.out else config.miniwiki_dir())
-    if args.corpus_from or args.benchmarks_from:
-        from grepseek_lib.data.importer import import_benchmarks, import_corpus
+    from grepseek_lib.data.prepare import prepare_data
 
-        if args.corpus_from and not Path(args.corpus_from).expanduser().is_file():
-            raise UserError(f"--corpus-from {args.corpus_from}: no such file (a wiki-18 .jsonl or DPR .tsv)")
-        stats: dict = {"mode": "import"}
-        if args.corpus_from:
-            stats["corpus"] = import_corpus(Path(args.corpus_from), out)
-        if args.benchmarks_from:
-            stats["benchmarks"] = import_benchmarks(Path(args.benchmarks_from), out)
-        (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    out = writable_dir(Path(args.out) if args.out else config.miniwiki_dir())
+    splits = [s.strip() for s in (args.train_splits or "").split(",") if s.strip()]
+    if args.corpus_from or args.benchmarks_from:
+        sources = [Path(s).expanduser().resolve() if s else None for s in (args.corpus_from, args.benchmarks_from)]
+        stats = prepare_data(out, corpus_from=sources[0], benchmarks_from=sources[1], train_splits=splits)
         print(json.dumps(stats, indent=2))
         return 0
-    from grepseek_lib.data.build import build_miniwiki
-
+    if splits:
+        raise UserError("--train-splits needs --benchmarks-from (the mini-wiki builds its own training splits)")
     raw = Path(args.raw).expanduser() if args.raw else config.raw_dir()
     check_raw_dir(raw)
     card = writable_file(Path(args.card) if args.card else _default_card(out), "--card")
-    build_miniwiki(raw, out, card=card)
+    prepare_data(out, raw=raw, card=card)
     print(f"data card: {card}")
     return 0
 
@@ -75,7 +70,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--corpus-from", metavar="FILE",
                        help="import a wiki-18 jsonl (linked) or DPR psgs_w100.tsv (converted) as the corpus")
     build.add_argument("--benchmarks-from", metavar="DIR",
-                       help="import the FlashRAG dataset folder (nq/test.jsonl, hotpotqa/dev.jsonl, ...)")
+                       help="import the FlashRAG dataset folder: the eval splits (nq/test.jsonl, hotpotqa/dev.jsonl, "
+                       "...) and the training splits nq/train.jsonl + hotpotqa/train.jsonl when present")
+    build.add_argument("--train-splits", metavar="NAMES",
+                       help="more training splits to import, comma-separated <dataset>_<split> names read from "
+                       "DIR/<dataset>/<split>.jsonl (e.g. musique_train); eval questions they hold are dropped")
     build.set_defaults(func=_build)
 
     scale = sub.add_parser("scale", help="make a larger corpus of about N MB from the mini-wiki, for latency runs")

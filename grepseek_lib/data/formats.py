@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import os
 import sys
@@ -154,6 +155,27 @@ def _golden_answers(value: Any) -> list[str]:
     return []
 
 
+def _benchmark_record(obj: dict[str, Any], path: Path, lineno: int, index: int) -> dict[str, Any]:
+    """One FlashRAG line as {id, question, golden_answers, metadata}; a line without a question is an error."""
+    question = obj.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise UserError(f"{path}:{lineno}: a benchmark line needs a non-empty \"question\"")
+    answers = obj.get("golden_answers", obj.get("answers", obj.get("answer")))
+    metadata = obj.get("metadata")
+    return {
+        "id": str(obj.get("id", f"{path.stem}_{index}")),
+        "question": question,
+        "golden_answers": _golden_answers(answers),
+        "metadata": metadata if isinstance(metadata, dict) else {},
+    }
+
+
+def iter_benchmark(path: Path) -> Iterator[dict[str, Any]]:
+    """Stream a FlashRAG dataset jsonl as records (a 90k-question train file never sits in memory whole)."""
+    for index, (lineno, obj) in enumerate(iter_jsonl(path, "benchmark")):
+        yield _benchmark_record(obj, path, lineno, index)
+
+
 def load_benchmark(name_or_path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Read a FlashRAG dataset jsonl ({id, question, golden_answers, metadata}); the first `limit` rows."""
     path = benchmark_path(name_or_path)
@@ -163,26 +185,14 @@ def load_benchmark(name_or_path: str | Path, limit: int | None = None) -> list[d
             f"benchmark {name_or_path!r}: {path} does not exist; run `grepseek data build` "
             f"(names: {known}) or give the path of a FlashRAG .jsonl file"
         )
-    records: list[dict[str, Any]] = []
     if limit is not None and limit <= 0:
-        return records
-    for lineno, obj in iter_jsonl(path, "benchmark"):
-        question = obj.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise UserError(f"{path}:{lineno}: a benchmark line needs a non-empty \"question\"")
-        answers = obj.get("golden_answers", obj.get("answers", obj.get("answer")))
-        metadata = obj.get("metadata")
-        records.append(
-            {
-                "id": str(obj.get("id", f"{path.stem}_{len(records)}")),
-                "question": question,
-                "golden_answers": _golden_answers(answers),
-                "metadata": metadata if isinstance(metadata, dict) else {},
-            }
-        )
-        if limit is not None and len(records) >= limit:
-            break
-    return records
+        return []
+    return list(itertools.islice(iter_benchmark(path), limit))
+
+
+def passage_words(path: str | Path, limit: int) -> list[int]:
+    """Words per passage of the first `limit` passages: a length profile without reading a 14 GB corpus whole."""
+    return [len(p["text"].split()) for p in itertools.islice(iter_corpus(path), limit)]
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> int:

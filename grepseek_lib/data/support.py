@@ -36,6 +36,11 @@ def normalize_text(text: str) -> str:
     return normalize_answer(_POSSESSIVE.sub("", text))
 
 
+def question_key(question: str) -> str:
+    """What makes two questions the same one (train/eval overlap): the metric's normalised text."""
+    return normalize_answer(question)
+
+
 class PhraseIndex:
     """Finds which of a fixed set of normalised phrases occur in a token sequence."""
 

@@ -16,7 +16,7 @@ from grepseek_lib.eval.runner import read_records
 from grepseek_lib.metrics import MACRO, MICRO, aggregate
 
 METRICS = ("em", "f1")
-#: The search report's per-question flags (eval.evidence), averaged per benchmark like the metrics.
+#: The search report's per-question flags (agent.evidence), averaged per benchmark like the metrics.
 SEARCH_METRICS = ("evidence_found", "repeated_command")
 
 

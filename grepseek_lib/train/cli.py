@@ -38,6 +38,12 @@ def register(subparsers) -> None:
     _common(grpo)
     grpo.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     grpo.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
+    grpo.add_argument("--benchmarks-dir", type=Path, default=None,
+                      help="folder of <split>.jsonl training questions (default: the mini-wiki's benchmarks/; an "
+                           "imported dataset's, e.g. data/wiki18/benchmarks)")
+    grpo.add_argument("--train-splits", default=None,
+                      help="comma-separated training splits (default: the config's, hotpotqa_train,musique_train; "
+                           "imported FlashRAG data: nq_train,hotpotqa_train)")
     grpo.add_argument("--questions-per-step", type=int, default=None, help="questions per optimizer step")
     grpo.add_argument("--num-generations", type=int, default=None, help="G, rollouts per question")
     grpo.add_argument("--max-questions", type=int, default=None, help="size of the training question pool")
@@ -78,6 +84,11 @@ def _settings(args: argparse.Namespace, stage: str):
                          max_questions=args.max_questions)
     for key, value in overrides.items():
         positive("--lr" if key == "learning_rate" else f"--{key.replace('_', '-')}", value)
+    if stage == "grpo" and args.train_splits is not None:
+        splits = tuple(s.strip() for s in args.train_splits.split(",") if s.strip())
+        if not splits:
+            raise UserError("--train-splits is empty; name at least one training split, e.g. hotpotqa_train")
+        overrides["train_splits"] = splits
     if stage == "grpo" and args.probe_candidates is not None:
         non_negative("--probe-candidates", args.probe_candidates)
         overrides["probe_candidates"] = args.probe_candidates
@@ -115,8 +126,11 @@ def grpo_command(args: argparse.Namespace) -> int:
     model_name(args.model)
     writable_dir(args.out)
     _corpus(args.corpus, args.shards)
+    if args.benchmarks_dir is not None:
+        existing_dir(args.benchmarks_dir, "--benchmarks-dir", "folder of training questions (`grepseek data build`)")
     summary = run_grpo(args.model, args.out, settings, corpus=args.corpus, shards=args.shards,
-                       lora=args.lora or settings.lora, resume=args.resume, max_steps=args.max_steps)
+                       benchmarks_dir=args.benchmarks_dir, lora=args.lora or settings.lora, resume=args.resume,
+                       max_steps=args.max_steps)
     print(json.dumps({k: v for k, v in summary.items() if k != "settings"}, indent=2, default=str))
     return 0
 

@@ -112,10 +112,15 @@ class GRPOSettings(RunSettings):
 
     @property
     def gradient_accumulation_steps(self) -> int:
-        if self.rollouts_per_step % self.per_device_train_batch_size:
-            raise UserError(f"grpo.per_device_train_batch_size ({self.per_device_train_batch_size}) must divide "
-                            f"questions_per_step x num_generations ({self.rollouts_per_step})")
-        return self.rollouts_per_step // self.per_device_train_batch_size
+        return self.accumulation_for(1)
+
+    def accumulation_for(self, world_size: int) -> int:
+        """Micro-batches per rank and step, so that all `world_size` ranks together score one step's rollouts."""
+        per_pass = self.per_device_train_batch_size * world_size
+        if self.rollouts_per_step % per_pass:
+            raise UserError(f"grpo.per_device_train_batch_size ({self.per_device_train_batch_size}) x {world_size} "
+                            f"process(es) must divide questions_per_step x num_generations ({self.rollouts_per_step})")
+        return self.rollouts_per_step // per_pass
 
 
 @dataclass

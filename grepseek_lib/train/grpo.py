@@ -37,6 +37,8 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.train.configs import GRPOSettings
+from grepseek_lib.train.devices import vllm_available
+from grepseek_lib.train.distributed import rank, shared_state, world_size
 from grepseek_lib.train.sft import (
     CHECKPOINTS,
     METRICS_FILE,
@@ -145,6 +147,16 @@ def choose_questions(policy: str | tuple[Any, Any], out: Path, settings: GRPOSet
     return chosen
 
 
+def shared_questions(policy: tuple[Any, Any], out: Path, settings: GRPOSettings, **where: Any) -> list[dict]:
+    """`choose_questions` on rank 0 (it may probe); the other ranks wait and read its saved choice, so every
+    rank of a multi-process run trains on the same pool. `where`: choose_questions' keyword arguments."""
+    state = shared_state()
+    with state.main_process_first():
+        if state.is_main_process:
+            return choose_questions(policy, out, settings, **where)
+        return json.loads((Path(out) / QUESTIONS_FILE).read_text(encoding="utf-8"))
+
+
 class ShellEnvironment:
     """One rollout's shell for trl's `environment_factory`: our ShellTool and observation text, and the
     agent loop's budget note on the last allowed call (an instance per rollout, so it can count calls).
@@ -188,11 +200,7 @@ def prompt_rows(questions: Sequence[dict], tool: Any, settings: GRPOSettings) ->
 
 def want_vllm(setting: str | bool) -> bool:
     """vLLM generation only when asked (or "auto") AND a CUDA device and the vllm package are present."""
-    import importlib.util
-
-    import torch
-
-    available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    available = vllm_available()
     if setting == "auto":
         return available
     if setting and not available:
@@ -253,7 +261,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         lr_scheduler_type="constant",
         num_generations=settings.num_generations,
         per_device_train_batch_size=settings.per_device_train_batch_size,
-        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        gradient_accumulation_steps=settings.accumulation_for(world_size()),
         max_completion_length=settings.max_completion_length,
         generation_kwargs={"max_new_tokens": settings.max_turn_tokens},
         max_tool_calling_iterations=settings.max_tool_calls,
@@ -296,13 +304,12 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
     checkpoint = last_checkpoint(out / CHECKPOINTS) if resume else None
     if resume and checkpoint is None:
         print(f"grepseek: no checkpoint under {out / CHECKPOINTS}; starting from scratch")
-    if checkpoint is None:
+    if checkpoint is None and rank() == 0:
         for name in (METRICS_FILE, REWARD_PARTS_FILE):
-            if (out / name).exists():
-                (out / name).unlink()
+            (out / name).unlink(missing_ok=True)
     start = time.time()
     loaded = load_trainable(model_name)  # once: the probe samples from the very model the trainer trains
-    questions = choose_questions(loaded[:2], out, settings, corpus=corpus, shards=shards,
+    questions = shared_questions(loaded[:2], out, settings, corpus=corpus, shards=shards,
                                  benchmarks_dir=benchmarks_dir, resume=checkpoint is not None)
     trainer, tokenizer = build_trainer(model_name, out, settings, corpus=corpus, shards=shards,
                                        questions=questions, lora=lora, max_steps=max_steps, loaded=loaded)
@@ -314,20 +321,44 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
                "lora": lora, "resumed_from": checkpoint, "corpus": str(corpus),
                "shards": str(shards) if shards else None, **reward_trend(steps),
                "probe_rewards": {q["id"]: q["probe_rewards"] for q in questions if "probe_rewards" in q},
+               "processes": trainer.accelerator.num_processes,
                "settings": {k: v for k, v in vars(settings).items()}}
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+    if trainer.is_world_process_zero():
+        (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
     return summary
 
 
 def read_reward_parts(path: Path) -> list[dict]:
-    """Per-step reward parts; a step logged twice (a resumed run) keeps its last record."""
-    by_step: dict[int, dict] = {}
+    """Per-step reward parts; a step logged twice by a rank (a resumed run) keeps its last record, and the
+    records of the ranks of a multi-process run merge into one per step."""
+    by_key: dict[tuple[int, int], dict] = {}
     if Path(path).is_file():
         for line in Path(path).read_text(encoding="utf-8").splitlines():
             if line.strip():
                 record = json.loads(line)
-                by_step[int(record["step"])] = record
-    return [by_step[k] for k in sorted(by_step)]
+                by_key[(int(record["step"]), int(record.get("rank", 0)))] = record
+    steps: dict[int, list[dict]] = {}
+    for (step, _), record in sorted(by_key.items()):
+        steps.setdefault(step, []).append(record)
+    return [merge_ranks(steps[k]) for k in sorted(steps)]
+
+
+def merge_ranks(records: Sequence[dict]) -> dict:
+    """One step's records from several ranks as one: rollout-weighted means, summed reasons, every group."""
+    if len(records) == 1:
+        return records[0]
+    n = sum(r["n"] for r in records)
+    merged: dict[str, Any] = {"step": records[0]["step"], "n": n, "ranks": len(records)}
+    for key in records[0]:
+        if key not in merged and key not in ("rank", "reasons", "rewards") and isinstance(records[0][key], int | float):
+            merged[key] = sum(r[key] * r["n"] for r in records) / max(n, 1)
+    merged["reasons"], merged["rewards"] = {}, {}
+    for record in records:
+        for reason, count in record.get("reasons", {}).items():
+            merged["reasons"][reason] = merged["reasons"].get(reason, 0) + count
+        for qid, rewards in record.get("rewards", {}).items():
+            merged["rewards"].setdefault(qid, []).extend(rewards)
+    return merged
 
 
 def reward_trend(steps: Sequence[dict], window: int | None = None) -> dict[str, float | int]:

@@ -25,6 +25,7 @@ from grepseek_lib.agent.chat_template import IM_END, IM_START
 from grepseek_lib.agent.evidence import search_report, summarize_search
 from grepseek_lib.agent.trajectory import Trajectory, Turn, append_jsonl
 from grepseek_lib.metrics import f1
+from grepseek_lib.train.distributed import rank
 
 #: Every rollout of every step, decoded into turns and tool payloads (beside the reward-parts log).
 ROLLOUTS_FILE = "rollouts.jsonl"
@@ -94,8 +95,8 @@ def rollout_trajectory(text: str, question: str, qid: str, golds: Sequence[str],
     split, _, plain_id = qid.rpartition(":")
     return Trajectory(question=question, id=plain_id or qid, golds=list(golds), turns=turns, answer=parts["answer"],
                       stop_reason="answer" if parts["answered"] else "budget",
-                      meta={"benchmark": split, "step": step, "rollout": rollout, "reward": parts["reward"],
-                            "episode_suffix": f"step{step}.{rollout}"})
+                      meta={"benchmark": split, "step": step, "rollout": rollout, "rank": rank(),
+                            "reward": parts["reward"], "episode_suffix": f"step{step}.r{rank()}.{rollout}"})
 
 
 def _question_of(prompt: Any) -> str:
@@ -177,7 +178,7 @@ class TrlShellReward:
         if self.log_path is not None:
             step = int(getattr(trainer_state, "global_step", 0) or 0) + 1
             ids = [str(i) for i in columns.get("id") or ["?"] * len(parts)]
-            record = {"step": step, "n": len(parts), **summary,
+            record = {"step": step, "rank": rank(), "n": len(parts), **summary,
                       "reasons": _top_reasons(parts), "rewards": _by_question(parts, ids)}
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("a", encoding="utf-8") as handle:

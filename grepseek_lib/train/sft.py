@@ -23,6 +23,7 @@ from typing import Any
 
 from grepseek_lib.errors import UserError
 from grepseek_lib.train.configs import RunSettings, SFTSettings
+from grepseek_lib.train.distributed import full_state_dict, rank
 
 CHECKPOINTS = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
@@ -136,17 +137,21 @@ def metrics_logger(path: Path) -> Any:
 
 
 def save_final_model(trainer: Any, tokenizer: Any, out: Path) -> None:
-    """A plain HF folder with our chat template: merged LoRA, float weights, tokenizer, generation config."""
+    """A plain HF folder with our chat template: merged LoRA, float weights, tokenizer, generation config.
+    Under a launcher every rank joins the gather of sharded weights, rank 0 alone writes, all wait for it."""
     from grepseek_lib.agent.chat_template import install_chat_template
 
-    model = trainer.model
-    if hasattr(model, "merge_and_unload"):  # a peft model
-        model = model.merge_and_unload()
-    model.config.use_cache = True
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(out)
-    install_chat_template(tokenizer).save_pretrained(out)
+    state_dict = full_state_dict(trainer)
+    if trainer.is_world_process_zero():
+        model = trainer.model
+        if hasattr(model, "merge_and_unload"):  # a peft model
+            model, state_dict = model.merge_and_unload(), None
+        model.config.use_cache = True
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model.save_pretrained(out, state_dict=state_dict)
+        install_chat_template(tokenizer).save_pretrained(out)
+    trainer.accelerator.wait_for_everyone()
 
 
 def check_masks(trainer: Any, tokenizer: Any, index: int = 0) -> dict[str, str]:
@@ -204,8 +209,8 @@ def run_sft(data: Path, model_name: str, out: Path, settings: SFTSettings, *, lo
     checkpoint = last_checkpoint(out / CHECKPOINTS) if resume else None
     if resume and checkpoint is None:
         print(f"grepseek: no checkpoint under {out / CHECKPOINTS}; starting from scratch")
-    if not resume and (out / METRICS_FILE).exists():
-        (out / METRICS_FILE).unlink()
+    if not resume and rank() == 0:
+        (out / METRICS_FILE).unlink(missing_ok=True)
     rows = load_chat_rows(data, settings.max_examples)
     start = time.time()
     trainer, tokenizer = build_trainer(rows, model_name, out, settings, lora=lora, max_steps=max_steps)
@@ -215,6 +220,7 @@ def run_sft(data: Path, model_name: str, out: Path, settings: SFTSettings, *, lo
                "examples": len(trainer.train_dataset), "examples_in_file": len(rows),
                "steps": trainer.state.global_step, "train_loss": result.training_loss,
                "wall_s": round(time.time() - start, 1), "lora": lora, "resumed_from": checkpoint,
-               "settings": vars(settings)}
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+               "processes": trainer.accelerator.num_processes, "settings": vars(settings)}
+    if trainer.is_world_process_zero():
+        (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
     return summary
