@@ -93,6 +93,32 @@ PROFILES: dict[str, dict[str, Any]] = {
         "latency_commands": 200,
         "latency_repeats": 3,
     },
+    #: The README's best CPU figures from one command (a few hours on 2 cores; every stage is reused once done
+    #: and eval resumes inside its folder, so an interrupted run continues): SFT on every cold-start
+    #: trajectory, GRPO with the CPU config (2 probe-chosen questions x G=4 rollouts, 10 steps), and 30 held-out
+    #: questions per benchmark for zero-shot, SFT, GRPO and BM25 alike, at the paper's 2,048-token cap.
+    "full": {
+        **_COMMON,
+        "model": "smollm2",
+        "n_shards": 2,
+        "coldstart_limit": 200,
+        "sft_epochs": 1,
+        "sft_max_steps": None,
+        "sft_max_examples": None,
+        "sft_max_length": 6144,
+        "grpo_steps": 10,
+        "grpo_questions": 2,
+        "grpo_generations": 4,
+        "grpo_pool": 2,
+        "grpo_max_completion": 3072,
+        "grpo_probe_candidates": 16,
+        "eval_limit": 30,
+        "max_new_tokens": 256,
+        "max_tool_calls": config.MAX_TOOL_CALLS,
+        "max_obs_tokens": config.DEFAULT_MAX_OBS_TOKENS,
+        "latency_commands": 200,
+        "latency_repeats": 3,
+    },
     #: One GPU (bf16; vLLM for eval and rollouts when installed): a Hugging Face id or a local folder, full
     #: fine-tuning up to ~4B (LoRA above: lora: true), on the mini-wiki unless --params imports real data: the
     #: paper's data and recipe is `--params configs/paper.yaml`; several GPUs: `accelerate launch` the train

@@ -98,3 +98,14 @@ def test_accelerate_launch_configs_are_read_by_accelerate(name):
         assert cfg.fsdp_config["fsdp_version"] == 2
     if name == "deepspeed_zero3":
         assert cfg.deepspeed_config["zero_stage"] == 3
+
+
+def test_full_cpu_profile_is_accepted_and_trains_on_everything(tmp_path):
+    params = pipeline.resolve_params("full", tmp_path / "run", {})
+    declared = set()
+    for stage in pipeline.STAGES:
+        declared |= set(papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb")))
+    assert set(params) - {"run_dir", "raw_dir", "data_dir", "models_dir"} <= declared
+    assert params["sft_max_examples"] is None and params["eval_limit"] >= 30
+    assert params["grpo_questions"] * params["grpo_generations"] * params["grpo_steps"] >= 32
+    assert params["train_config"] == "cpu" and params["model"] == "smollm2"
