@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from grepseek_lib.agent.chat_template import CHAT_TEMPLATE, tool_messages_as_user
 from grepseek_lib.agent.constrained import ProtocolLogitsProcessor, turn_regex, wants_answer_only
+from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.errors import UserError
 
 #: Where an assistant turn ends in our protocol; the action is complete at either tag.
@@ -100,13 +101,22 @@ class HFBackend:
     a CPU reading it again is most of a turn's cost. Its key/value cache is computed once and every batch
     starts from a copy, so only the question and the episode so far are read (same tokens; ~2x faster
     turns measured with SmolLM2). On a GPU the prompt read is cheap, so there the default is off.
+
+    `lean` (default on): decode with agent/decode.py's loop (reserved key/value buffers, no per-token
+    `generate` overhead; the same greedy tokens) where the model's layers allow it, else `model.generate`.
+    `precision` (when `model` is a name and no `dtype` is given): "auto" loads bf16 weights on a CPU with
+    native bf16 (agent/precision.py) and otherwise what it always did (float32 on a CPU, bf16 on a bf16 GPU);
+    "float32" / "bf16" force one.
     """
 
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, device: str | None = None,
-                 batch_size: int = 8, dtype: Any = None, constrain: bool = False, prefix_cache: bool | None = None):
+                 batch_size: int = 8, dtype: Any = None, constrain: bool = False, prefix_cache: bool | None = None,
+                 lean: bool = True, precision: str = "auto"):
         if isinstance(model, str):
-            from grepseek_lib.train.models import load_model_and_tokenizer
+            from grepseek_lib.train.models import default_device, load_model_and_tokenizer
 
+            if dtype is None:
+                dtype = _load_dtype(precision, str(device or default_device()))
             model, loaded_tokenizer = load_model_and_tokenizer(model, device=device, dtype=dtype)
             tokenizer = tokenizer or loaded_tokenizer
         elif tokenizer is None:
@@ -122,6 +132,7 @@ class HFBackend:
         if tokenizer.pad_token_id is None:
             raise UserError("the tokenizer has no pad token; load it through train.models.load_model_and_tokenizer")
         self.prefix_cache = (str(model.device).startswith("cpu")) if prefix_cache is None else bool(prefix_cache)
+        self.lean = bool(lean)
         self._prefix: tuple[tuple[int, ...], Any] | None = None  # (token ids, their key/value cache)
 
     def render(self, conversation: list[dict]) -> str:
@@ -184,13 +195,35 @@ class HFBackend:
         masks = [[1] * keep + [0] * (width - len(row) + keep) + [1] * (len(row) - keep) for row in ids]
         inputs: dict[str, Any] = {"input_ids": torch.tensor(rows, device=self.model.device),
                                   "attention_mask": torch.tensor(masks, device=self.model.device)}
-        if prefix is not None:
+        if prefix is not None and not self._lean_ok():  # the lean loop copies it into its own buffers
             with torch.inference_mode():
                 cache = copy.deepcopy(prefix[1])
                 if len(ids) > 1:
                     cache.batch_repeat_interleave(len(ids))
             inputs["cache"] = cache
         return inputs
+
+    def _lean_ok(self) -> bool:
+        from grepseek_lib.agent import decode  # defers transformers, as every torch import here
+
+        return self.lean and decode.cache_supported(self.model)
+
+    def _lean(self, enc: dict[str, Any], ids: list[list[int]], prefix: tuple[tuple[int, ...], Any] | None,
+              max_new_tokens: int, temperature: float, criteria: Any, processors: Any) -> Any:
+        """Prompt + new ids from the lean loop, laid out as `generate` returns them."""
+        import torch
+
+        from grepseek_lib.agent import decode
+
+        width = enc["input_ids"].shape[1]
+        cache = decode.reserved_cache(self.model.config.get_text_config(decoder=True).num_hidden_layers,
+                                      width + max_new_tokens, prefix[1] if prefix is not None else None, len(ids))
+        stop = (lambda seq: criteria(seq, None)) if len(criteria) else None
+        new = decode.decode(self.model, enc["input_ids"], enc["attention_mask"], cache,
+                            max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_token_id,
+                            pad_id=self.tokenizer.pad_token_id, processors=processors or None,
+                            temperature=temperature, stop=stop)
+        return torch.cat([enc["input_ids"], new], dim=1)
 
     def _generate_batch(self, ids: list[list[int]], max_new_tokens: int, temperature: float, stop: list[str],
                         answer_only: list[bool], prefix: tuple[tuple[int, ...], Any] | None = None
@@ -210,10 +243,13 @@ class HFBackend:
         if self.constrain:
             processors.append(ProtocolLogitsProcessor(tok, len(ids), max_new_tokens, answer_only=answer_only))
         with torch.inference_mode():
-            out = self.model.generate(
-                **enc, max_new_tokens=max_new_tokens, stopping_criteria=criteria, logits_processor=processors,
-                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **sampling,
-            )
+            if self._lean_ok():
+                out = self._lean(enc, ids, prefix, max_new_tokens, temperature, criteria, processors)
+            else:
+                out = self.model.generate(
+                    **enc, max_new_tokens=max_new_tokens, stopping_criteria=criteria, logits_processor=processors,
+                    eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **sampling,
+                )
         latency = time.perf_counter() - start
         gens = []
         for row, mask in zip(out[:, prompt_len:].tolist(), enc["attention_mask"].tolist(), strict=True):
@@ -229,6 +265,14 @@ class HFBackend:
             ended = ended or hit
             gens.append(Generation(text, int(sum(mask)), n, latency, "stop" if ended else "length"))
         return gens
+
+
+def _load_dtype(precision: str, device: str) -> str | None:
+    """The dtype to load weights in for a precision setting; None keeps the loader's default (float32 on a
+    CPU, bf16 on a GPU with bf16), which is what "auto" means off the CPU."""
+    if precision == "auto" and not device.startswith("cpu"):
+        return None
+    return "bfloat16" if resolve_precision(precision, device) == "bf16" else "float32"
 
 
 class OpenAIBackend:

@@ -57,6 +57,9 @@ class RunSettings:
     lora_dropout: float = 0.05
     gradient_checkpointing: bool = False
     seed: int = 0
+    #: Training arithmetic: "auto" = bfloat16 autocast (float32 master weights) where the device has fast
+    #: bf16 (CUDA with bf16, or a CPU with AVX512-BF16 / AMX), else float32; "float32" / "bf16" force one.
+    precision: str = "auto"
 
 
 @dataclass
@@ -168,6 +171,7 @@ _FRACTION = frozenset({"warmup_ratio", "lora_dropout"})
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "use_vllm": ("auto", True, False),
     "scale_rewards": ("group", "batch", "none"),
+    "precision": ("auto", "float32", "bf16"),
 }
 
 
