@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="cold-start chat JSONL (default: data/coldstart/train.jsonl)")
     train.add_argument("--steps", type=int, default=3, help="SFT steps per run (the loss curves' length)")
     train.add_argument("--repeats", type=int, default=2, help="runs per path, float32 and new alternating")
+    train.add_argument("--gen-repeats", type=int, default=None,
+                       help="generation runs per path (default: --repeats; generation is cheaper than SFT)")
     train.add_argument("--prompts", type=int, default=1, help="agent prompts decoded together (a batch)")
     train.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt")
     train.add_argument("--precision", choices=("auto", "float32", "bf16"), default="auto",
@@ -56,14 +58,15 @@ def engine_main(args: argparse.Namespace) -> int:
 def train_main(args: argparse.Namespace) -> int:
     from grepseek_lib.bench.train import bench_train, markdown, write_report
 
-    for name in ("--steps", "--repeats", "--prompts", "--max-new-tokens"):
+    for name in ("--steps", "--repeats", "--gen-repeats", "--prompts", "--max-new-tokens"):
         positive(name, getattr(args, name[2:].replace("-", "_")))
     data = existing_file(args.data or config.data_dir() / "coldstart" / "train.jsonl", "--data",
                          "chat JSONL (make one with `grepseek coldstart`)")
     model_name(args.model)
     out = writable_dir(args.out or config.runs_dir() / "bench_train")
     report = bench_train(args.model, data, steps=args.steps, repeats=args.repeats, prompts_n=args.prompts,
-                         max_new_tokens=args.max_new_tokens, precision=args.precision)
+                         max_new_tokens=args.max_new_tokens, precision=args.precision,
+                         gen_repeats=args.gen_repeats)
     print(markdown(report), end="")
     print(f"wrote {write_report(report, out)}")
     return 0

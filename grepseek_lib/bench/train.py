@@ -83,22 +83,24 @@ def _median_row(task: str, unit: str, old: list[float], new: list[float], higher
 
 
 def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: int, max_new_tokens: int,
-                precision: str = "auto") -> dict[str, Any]:
+                precision: str = "auto", gen_repeats: int | None = None) -> dict[str, Any]:
     """Both benchmarks, float32 and `precision` alternating; returns {rows, curves, ...} for the report."""
     from grepseek_lib.agent.backends import HFBackend
 
     new_precision = resolve_precision(precision, "cpu")
-    sft: dict[str, list[dict]] = {"float32": [], "new": []}
-    for _ in range(repeats):
-        sft["float32"].append(sft_run(data, model, "float32", steps))
-        sft["new"].append(sft_run(data, model, new_precision, steps))
+    gen_repeats = gen_repeats or repeats
     old_backend = HFBackend(model, device="cpu", batch_size=prompts_n, lean=False, precision="float32")
     new_backend = HFBackend(model, device="cpu", batch_size=prompts_n, precision=new_precision)
     convs = prompts(prompts_n)
     gen: dict[str, list[dict]] = {"float32": [], "new": []}
-    for _ in range(repeats):
+    for _ in range(gen_repeats):
         gen["float32"].append(generation_run(old_backend, convs, max_new_tokens))
         gen["new"].append(generation_run(new_backend, convs, max_new_tokens))
+    del old_backend, new_backend
+    sft: dict[str, list[dict]] = {"float32": [], "new": []}
+    for _ in range(repeats):
+        sft["float32"].append(sft_run(data, model, "float32", steps))
+        sft["new"].append(sft_run(data, model, new_precision, steps))
     curves = {k: [statistics.mean(vals) for vals in zip(*(r["losses"] for r in runs), strict=True)]
               for k, runs in sft.items()}
     gap = max((abs(a - b) for a, b in zip(curves["float32"], curves["new"], strict=True)), default=0.0)
@@ -108,10 +110,11 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
                     [s for r in sft["new"] for s in r["seconds"]], False, f"max loss gap {gap:.2e}"),
         _median_row("greedy generation", "tokens/s", [r["tokens"] / r["seconds"] for r in gen["float32"]],
                     [r["tokens"] / r["seconds"] for r in gen["new"]], True,
-                    f"{prompts_n} prompts x {max_new_tokens} tokens; identical texts {same}/{repeats}"),
+                    f"{prompts_n} prompts x {max_new_tokens} tokens; identical texts {same}/{gen_repeats}"),
     ]
-    return {"model": model, "precision": new_precision, "steps": steps, "repeats": repeats, "rows": rows,
-            "curves": curves, "max_loss_gap": gap, "identical_generations": f"{same}/{repeats}"}
+    return {"model": model, "precision": new_precision, "steps": steps, "repeats": repeats,
+            "gen_repeats": gen_repeats, "rows": rows,
+            "curves": curves, "max_loss_gap": gap, "identical_generations": f"{same}/{gen_repeats}"}
 
 
 def markdown(report: dict[str, Any]) -> str:
