@@ -304,3 +304,18 @@ def test_reserved_cache_grows_past_its_reserve():
     assert cache.get_seq_length() == 8
     copied = reserved_cache(1, reserve=16, source=cache, batch=3)  # one row per prompt of a batch
     assert copied.layers[0].keys.shape == (3, 3, 8, 8) and torch.equal(copied.layers[0].keys[2], keys[0])
+
+
+def test_backend_precision_names_the_weights_it_loads(tiny, monkeypatch):
+    """bf16 weights when asked (or on a CPU with native bf16 under auto), float32 otherwise; turns still parse."""
+    from grepseek_lib.agent import precision
+
+    bf16 = HFBackend(str(tiny), device="cpu", batch_size=2, constrain=True, precision="bf16")
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    gens = bf16.generate(conversations(2), max_new_tokens=320, temperature=0.0, stop=STOPS)
+    assert all(parse_action(g.text).kind in ("tool", "answer") for g in gens)
+    for native, dtype in ((False, torch.float32), (True, torch.bfloat16)):
+        monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda native=native: native)
+        assert next(HFBackend(str(tiny), device="cpu").model.parameters()).dtype == dtype
+    with pytest.raises(ValueError, match="precision"):
+        HFBackend(str(tiny), device="cpu", precision="half")
