@@ -6,7 +6,7 @@ every layer's whole key/value history for each new token (a copy that grows with
 layers write into buffers reserved ahead (`ReservedLayer`: views of the filled part, the same values and
 shapes the attention reads from a concatenated cache) and the loop feeds the model exactly what `generate`
 feeds it (positions from the attention mask, `logits_to_keep=1`, the mask dropped when it has no pad), so
-greedy tokens are the ones `generate` picks; tests/test_backends.py compares them.
+greedy tokens are the ones `generate` picks; tests/test_constrained.py compares them.
 """
 
 from __future__ import annotations
