@@ -264,3 +264,58 @@ def test_cli_defaults_and_settings_guard(tmp_path):
     constrained = parser.parse_args(["eval", "--constrained", "--out", str(tmp_path)])
     with pytest.raises(UserError, match="constrained"):
         check_and_record(tmp_path, eval_cli.identity(constrained, corpus, None))
+
+
+@pytest.mark.parametrize("constrain", [True, False])
+def test_the_lean_decode_loop_picks_the_tokens_generate_picks(tiny, constrain):
+    """agent/decode.py's loop (reserved key/value buffers) against transformers' generate, float32, greedy:
+    batched with padding, from the system prompt's cache and without it."""
+    convs = [initial_messages(q, 28_960) for q in QUESTIONS[:3]]
+    convs.append(convs[0] + [{"role": "assistant", "content": render_turn("look", command="rg -c x corpus.jsonl")},
+                             {"role": "tool", "content": '{"stdout": "3\\n"}'}])
+    for prefix_cache in (True, False):
+        old = HFBackend(str(tiny), device="cpu", batch_size=4, constrain=constrain, prefix_cache=prefix_cache,
+                        lean=False)
+        lean = HFBackend(str(tiny), device="cpu", batch_size=4, constrain=constrain, prefix_cache=prefix_cache)
+        assert lean._lean_ok() and not old._lean_ok()
+        want = old.generate(convs, max_new_tokens=64, temperature=0.0, stop=STOPS)
+        got = lean.generate(convs, max_new_tokens=64, temperature=0.0, stop=STOPS)
+        assert [(g.text, g.completion_tokens, g.finish_reason) for g in got] == \
+            [(g.text, g.completion_tokens, g.finish_reason) for g in want]
+        assert any(g.completion_tokens > 20 for g in got)  # long enough to grow the cache for a while
+
+
+def test_the_lean_loop_samples_valid_constrained_turns(tiny):
+    backend = HFBackend(str(tiny), device="cpu", batch_size=4, constrain=True)
+    torch.manual_seed(3)
+    gens = backend.generate(conversations(4), max_new_tokens=320, temperature=1.0, stop=STOPS)
+    assert all(parse_action(g.text).kind in ("tool", "answer") for g in gens)
+
+
+def test_reserved_cache_grows_past_its_reserve():
+    """Buffers double when a prompt outgrows the reserve; the filled part is what was written."""
+    from grepseek_lib.agent.decode import reserved_cache
+
+    cache = reserved_cache(1, reserve=4)
+    first, second = torch.randn(1, 3, 3, 8), torch.randn(1, 3, 5, 8)
+    cache.layers[0].update(first, first + 1)
+    keys, values = cache.layers[0].update(second, second + 1)
+    assert torch.equal(keys, torch.cat([first, second], dim=2)) and torch.equal(values, keys + 1)
+    assert cache.get_seq_length() == 8
+    copied = reserved_cache(1, reserve=16, source=cache, batch=3)  # one row per prompt of a batch
+    assert copied.layers[0].keys.shape == (3, 3, 8, 8) and torch.equal(copied.layers[0].keys[2], keys[0])
+
+
+def test_backend_precision_names_the_weights_it_loads(tiny, monkeypatch):
+    """bf16 weights when asked (or on a CPU with native bf16 under auto), float32 otherwise; turns still parse."""
+    from grepseek_lib.agent import precision
+
+    bf16 = HFBackend(str(tiny), device="cpu", batch_size=2, constrain=True, precision="bf16")
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    gens = bf16.generate(conversations(2), max_new_tokens=320, temperature=0.0, stop=STOPS)
+    assert all(parse_action(g.text).kind in ("tool", "answer") for g in gens)
+    for native, dtype in ((False, torch.float32), (True, torch.bfloat16)):
+        monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda native=native: native)
+        assert next(HFBackend(str(tiny), device="cpu").model.parameters()).dtype == dtype
+    with pytest.raises(ValueError, match="precision"):
+        HFBackend(str(tiny), device="cpu", precision="half")

@@ -322,6 +322,8 @@ def test_config_files_are_checked_whole(tmp_path):
            "grpo:\n  beta: -0.1\n": "grpo.beta must be 0 or more",
            "grpo:\n  train_splits: hotpotqa_train\n": "grpo.train_splits must be a list of strings",
            "grpo:\n  scale_rewards: always\n": "grpo.scale_rewards must be one of",
+           "sft:\n  precision: fp16\n": "sft.precision must be one of ['auto', 'float32', 'bf16']",
+           "grpo:\n  precision: 16\n": "grpo.precision must be a string",
            "sft:\n  learning_rate: .nan\n": "sft.learning_rate must be a finite number",
            "grpo:\n  questions_per_step: 3\n  per_device_train_batch_size: 5\n": "must divide"}
     for text, message in bad.items():
@@ -359,3 +361,35 @@ def test_format_check_runs_agent_episodes(world, tmp_path, capsys):
     with pytest.raises(UserError, match="training splits"):
         format_check(world["model"], limit=1, benchmarks=["hotpotqa_train"], corpus=world["corpus"],
                      benchmarks_dir=world["bench"])
+
+
+def test_precision_settings_pick_bf16_only_where_it_is_native(monkeypatch):
+    """auto: bf16 autocast on a CPU with native bf16, float32 where it would be emulated; forced values win."""
+    from grepseek_lib.agent import precision
+    from grepseek_lib.train.sft import precision_flags
+
+    assert load_config("cpu").sft.precision == "auto" and load_config("gpu").grpo.precision == "auto"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    for native, want in ((True, True), (False, False)):
+        monkeypatch.setattr(precision, "cpu_has_fast_bf16", lambda native=native: native)
+        assert precision_flags("auto") == {"bf16": want, "fp16": False, "use_cpu": True}
+    assert precision_flags("bf16")["bf16"] and not precision_flags("float32")["bf16"]
+    with pytest.raises(UserError, match="precision"):
+        precision_flags("half")
+
+
+def test_bf16_sft_trains_like_float32(world, tmp_path):
+    """Autocast over float32 master weights: the same examples give nearly the same losses, weights stay float32."""
+    from grepseek_lib.train.sft import build_trainer, load_chat_rows
+
+    losses = {}
+    for name in ("float32", "bf16"):
+        trainer, _ = build_trainer(load_chat_rows(world["data"]), world["model"], tmp_path / name,
+                                   _sft_settings(precision=name), max_steps=3)
+        trainer.train()
+        losses[name] = [r["loss"] for r in trainer.state.log_history if "loss" in r]
+        assert next(trainer.model.parameters()).dtype.is_floating_point
+        assert str(next(trainer.model.parameters()).dtype) == "torch.float32"
+    assert trainer.args.bf16 and len(losses["bf16"]) == 3
+    assert max(abs(a - b) for a, b in zip(losses["float32"], losses["bf16"], strict=True)) < 0.05
+    assert losses["float32"] != losses["bf16"]  # autocast really ran in bf16

@@ -1,4 +1,5 @@
-"""`grepseek bench ...`: latency measurements (engine: sequential vs sharded pipelines)."""
+"""`grepseek bench ...`: latency measurements (engine: sequential vs sharded pipelines; train: float32 vs the
+faster training / generation path)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from grepseek_lib import config
 from grepseek_lib.bench.engine import FAST_REPEATS, FAST_S
-from grepseek_lib.checks import non_negative, positive, writable_dir
+from grepseek_lib.checks import existing_file, model_name, non_negative, positive, writable_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,6 +23,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     engine.add_argument("--out", type=Path, default=None,
                         help="folder for engine_bench.md / .csv (default: runs/bench_engine)")
     engine.set_defaults(func=engine_main)
+    train = kinds.add_parser("train", help="SFT step and greedy generation: float32 vs the new path, same examples")
+    train.add_argument("--model", default="smollm2", help="smollm2 (default), tiny or a model folder")
+    train.add_argument("--data", type=Path, default=None,
+                       help="cold-start chat JSONL (default: data/coldstart/train.jsonl)")
+    train.add_argument("--steps", type=int, default=3, help="SFT steps per run (the loss curves' length)")
+    train.add_argument("--repeats", type=int, default=2, help="runs per path, float32 and new alternating")
+    train.add_argument("--gen-repeats", type=int, default=None,
+                       help="generation runs per path (default: --repeats; generation is cheaper than SFT)")
+    train.add_argument("--prompts", type=int, default=1, help="agent prompts decoded together (a batch)")
+    train.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt")
+    train.add_argument("--precision", choices=("auto", "float32", "bf16"), default="auto",
+                       help="the new path's precision (auto: bf16 only on a CPU with native bf16)")
+    train.add_argument("--out", type=Path, default=None,
+                       help="folder for train_bench.md / .json (default: runs/bench_train)")
+    train.set_defaults(func=train_main)
 
 
 def engine_main(args: argparse.Namespace) -> int:
@@ -36,4 +52,21 @@ def engine_main(args: argparse.Namespace) -> int:
     csv_path, md_path = write_report(frame, summary, out)
     print(markdown_table(frame, summary))
     print(f"wrote {md_path} and {csv_path}")
+    return 0
+
+
+def train_main(args: argparse.Namespace) -> int:
+    from grepseek_lib.bench.train import bench_train, markdown, write_report
+
+    for name in ("--steps", "--repeats", "--gen-repeats", "--prompts", "--max-new-tokens"):
+        positive(name, getattr(args, name[2:].replace("-", "_")))
+    data = existing_file(args.data or config.data_dir() / "coldstart" / "train.jsonl", "--data",
+                         "chat JSONL (make one with `grepseek coldstart`)")
+    model_name(args.model)
+    out = writable_dir(args.out or config.runs_dir() / "bench_train")
+    report = bench_train(args.model, data, steps=args.steps, repeats=args.repeats, prompts_n=args.prompts,
+                         max_new_tokens=args.max_new_tokens, precision=args.precision,
+                         gen_repeats=args.gen_repeats)
+    print(markdown(report), end="")
+    print(f"wrote {write_report(report, out)}")
     return 0

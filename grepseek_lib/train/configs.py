@@ -1,6 +1,7 @@
 """Training settings: a CPU config that runs in minutes and a GPU config that mirrors the paper.
 
-`cpu`: SmolLM2-135M on mini-wiki training questions, full fine-tune in float32.
+`cpu`: SmolLM2-135M on mini-wiki training questions, full fine-tune; `precision: auto` trains under bf16
+autocast (float32 master weights) on a CPU with native bf16 and in float32 elsewhere (docs/PERFORMANCE.md).
 SFT: batch 1, lr 1e-4 constant (a 135M model moves too little at 5e-6 in a few dozen steps), 1 epoch over
 every cold-start trajectory: max_length 6,144 keeps all of them (the ~830-token system prompt puts the
 median at ~1.7k SmolLM2 tokens, p90 ~2.9k, max ~5.6k for a trajectory that spends all 5 tool calls);
@@ -57,6 +58,9 @@ class RunSettings:
     lora_dropout: float = 0.05
     gradient_checkpointing: bool = False
     seed: int = 0
+    #: Training arithmetic: "auto" = bfloat16 autocast (float32 master weights) where the device has fast
+    #: bf16 (CUDA with bf16, or a CPU with AVX512-BF16 / AMX), else float32; "float32" / "bf16" force one.
+    precision: str = "auto"
 
 
 @dataclass
@@ -173,6 +177,7 @@ _FRACTION = frozenset({"warmup_ratio", "lora_dropout"})
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "use_vllm": ("auto", True, False),
     "scale_rewards": ("group", "batch", "none"),
+    "precision": ("auto", "float32", "bf16"),
 }
 
 

@@ -247,7 +247,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     from grepseek_lib.train.reward import TrlShellReward
 
     out = Path(out)
-    model, tokenizer, flags = loaded or load_trainable(model_name)
+    model, tokenizer, flags = loaded or load_trainable(model_name, settings.precision)
     tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
                      max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
     rows = prompt_rows(questions, tool, settings)
@@ -308,7 +308,7 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
         for name in (METRICS_FILE, REWARD_PARTS_FILE):
             (out / name).unlink(missing_ok=True)
     start = time.time()
-    loaded = load_trainable(model_name)  # once: the probe samples from the very model the trainer trains
+    loaded = load_trainable(model_name, settings.precision)  # once: the probe samples from the model it trains
     questions = shared_questions(loaded[:2], out, settings, corpus=corpus, shards=shards,
                                  benchmarks_dir=benchmarks_dir, resume=checkpoint is not None)
     trainer, tokenizer = build_trainer(model_name, out, settings, corpus=corpus, shards=shards,

@@ -8,7 +8,8 @@ How trl 1.16 is used (read from its source):
   a user turn of `<tool_response>` blocks) carry no loss. `trainer.train_dataset[i]["labels"]` shows it.
 - `max_length` would CUT long sequences (`truncation_mode`), losing the answer turn; we drop such
   trajectories instead, before the trainer sees them.
-- trl configs default `bf16=True`; on CPU we force bf16 off (float32), on CUDA bf16 when supported.
+- trl configs default `bf16=True`; we set it from `settings.precision` (`precision_flags`): "auto" is bf16 on
+  CUDA with bf16 and on a CPU with native bf16 (autocast, float32 master weights), float32 elsewhere.
 - LoRA: `peft_config=LoraConfig(...)`; the final folder is merged (`merge_and_unload`) so every backend loads it
   as a plain model. Checkpoints every `save_steps` under OUT/checkpoints; `resume` continues from the last.
 """
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.errors import UserError
 from grepseek_lib.train.configs import RunSettings, SFTSettings
 from grepseek_lib.train.distributed import full_state_dict, rank
@@ -80,21 +82,34 @@ def drop_overlong(rows: list[dict], tokenizer: Any, max_length: int | None) -> t
     return kept, len(rows) - len(kept)
 
 
-def precision_flags() -> dict[str, bool]:
-    """bf16 only on a CUDA device that supports it; trl's default (bf16=True) fails or crawls on CPU."""
+def precision_flags(precision: str = "auto") -> dict[str, bool]:
+    """Trainer precision flags for a `precision` setting (auto / float32 / bf16).
+
+    bf16 means autocast over float32 master weights on a CPU (the optimizer updates float32 weights, so
+    small steps are not rounded away) and bf16 weights on CUDA, as before. "auto" picks bf16 only where it is
+    native (agent/precision.py); trl's own default (bf16=True) would crawl on a CPU that emulates it.
+    """
     import torch
 
-    bf16 = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    return {"bf16": bf16, "fp16": False, "use_cpu": not torch.cuda.is_available()}
+    use_cpu = not torch.cuda.is_available()
+    try:
+        chosen = resolve_precision(precision, "cpu" if use_cpu else "cuda")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if chosen == "bf16" and not use_cpu and not torch.cuda.is_bf16_supported():
+        raise UserError("precision bf16 was asked for but this GPU has no bf16; use precision: float32 or auto")
+    return {"bf16": chosen == "bf16", "fp16": False, "use_cpu": use_cpu}
 
 
-def load_trainable(model_name: str) -> tuple[Any, Any, dict[str, bool]]:
-    """Model and tokenizer in training mode, in the precision the device supports, plus those flags."""
+def load_trainable(model_name: str, precision: str = "auto") -> tuple[Any, Any, dict[str, bool]]:
+    """Model and tokenizer in training mode plus the trainer's precision flags. Weights are float32 on a CPU
+    (the master copy autocast reads) and bf16 only on a CUDA device running bf16."""
     from grepseek_lib.train.models import load_model_and_tokenizer
 
-    flags = precision_flags()
+    flags = precision_flags(precision)
+    bf16_weights = flags["bf16"] and not flags["use_cpu"]
     model, tokenizer = load_model_and_tokenizer(model_name, device="cpu" if flags["use_cpu"] else None,
-                                                dtype="bfloat16" if flags["bf16"] else "float32")
+                                                dtype="bfloat16" if bf16_weights else "float32")
     model.train()
     return model, tokenizer, flags
 
@@ -169,7 +184,7 @@ def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SF
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    model, tokenizer, flags = load_trainable(model_name)
+    model, tokenizer, flags = load_trainable(model_name, settings.precision)
     rows = [{"messages": r["messages"]} for r in rows]
     rows, _ = drop_overlong(rows, tokenizer, settings.max_length)
     if not rows:

@@ -1,0 +1,138 @@
+"""Training and generation benchmark: float32 as it ran before vs the new path, same examples, one run.
+
+SFT: the CPU config's first `steps` steps on the same cold-start examples, once per precision and repeat
+(float32 and the new precision alternating), timing each optimizer step; the loss curves of both are kept
+and compared step by step. Generation: the HF backend on the same agent prompts, greedy, `generate` in
+float32 (how the backend decoded before) vs the lean loop in the new precision, alternating; tokens/s and
+whether the texts are identical. Reported: medians, the ratio, the loss curves and their largest gap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from grepseek_lib.agent.precision import resolve_precision
+from grepseek_lib.agent.prompt import initial_messages
+from grepseek_lib.train.configs import load_config
+from grepseek_lib.train.sft import build_trainer, load_chat_rows
+
+#: Questions whose opening prompts the generation benchmark decodes from (the eval's first turn).
+QUESTIONS = ("Who was the brother of Moses?", "What river flows through the capital of France?",
+             "In which year was the band that recorded Abbey Road formed?", "Who wrote Hamlet?")
+#: The corpus size the prompt announces; any number renders a realistic prompt.
+N_LINES = 28_960
+
+
+def step_timer() -> Any:
+    """A trainer callback recording the wall time of every optimizer step."""
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        def __init__(self) -> None:
+            self.seconds: list[float] = []
+            self._start = 0.0
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self._start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.seconds.append(time.perf_counter() - self._start)
+
+    return StepTimer()
+
+
+def sft_run(data: Path, model: str, precision: str, steps: int) -> dict[str, Any]:
+    """`steps` SFT steps of the CPU config in `precision`; step seconds and per-step losses."""
+    settings = dataclasses.replace(load_config("cpu").sft, precision=precision, save_steps=10**9,
+                                   max_examples=steps, logging_steps=1)
+    rows = load_chat_rows(data, settings.max_examples)
+    with tempfile.TemporaryDirectory(prefix="bench_sft_") as out:
+        trainer, _ = build_trainer(rows, model, Path(out), settings, max_steps=steps)
+        timer = step_timer()
+        trainer.add_callback(timer)
+        trainer.args.disable_tqdm = True
+        trainer.train()
+    losses = [float(r["loss"]) for r in trainer.state.log_history if "loss" in r]
+    return {"seconds": timer.seconds, "losses": losses}
+
+
+def prompts(n: int) -> list[list[dict]]:
+    return [initial_messages(QUESTIONS[i % len(QUESTIONS)], N_LINES) for i in range(n)]
+
+
+def generation_run(backend: Any, convs: list[list[dict]], max_new_tokens: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    gens = backend.generate(convs, max_new_tokens=max_new_tokens, temperature=0.0)
+    seconds = time.perf_counter() - start
+    tokens = sum(int(g.completion_tokens or 0) for g in gens)
+    return {"seconds": seconds, "tokens": tokens, "texts": [g.text for g in gens]}
+
+
+def _median_row(task: str, unit: str, old: list[float], new: list[float], higher_is_better: bool,
+                note: str = "") -> dict[str, Any]:
+    a, b = statistics.median(old), statistics.median(new)
+    ratio = (b / a if higher_is_better else a / b) if a and b else float("nan")
+    return {"task": task, "unit": unit, "float32": round(a, 3), "new": round(b, 3), "speed-up": round(ratio, 2),
+            "runs": f"{len(old)}+{len(new)}", "note": note}
+
+
+def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: int, max_new_tokens: int,
+                precision: str = "auto", gen_repeats: int | None = None) -> dict[str, Any]:
+    """Both benchmarks, float32 and `precision` alternating; returns {rows, curves, ...} for the report."""
+    from grepseek_lib.agent.backends import HFBackend
+
+    new_precision = resolve_precision(precision, "cpu")
+    gen_repeats = gen_repeats or repeats
+    old_backend = HFBackend(model, device="cpu", batch_size=prompts_n, lean=False, precision="float32")
+    new_backend = HFBackend(model, device="cpu", batch_size=prompts_n, precision=new_precision)
+    convs = prompts(prompts_n)
+    gen: dict[str, list[dict]] = {"float32": [], "new": []}
+    for _ in range(gen_repeats):
+        gen["float32"].append(generation_run(old_backend, convs, max_new_tokens))
+        gen["new"].append(generation_run(new_backend, convs, max_new_tokens))
+    del old_backend, new_backend
+    sft: dict[str, list[dict]] = {"float32": [], "new": []}
+    for _ in range(repeats):
+        sft["float32"].append(sft_run(data, model, "float32", steps))
+        sft["new"].append(sft_run(data, model, new_precision, steps))
+    curves = {k: [statistics.mean(vals) for vals in zip(*(r["losses"] for r in runs), strict=True)]
+              for k, runs in sft.items()}
+    gap = max((abs(a - b) for a, b in zip(curves["float32"], curves["new"], strict=True)), default=0.0)
+    same = sum(o["texts"] == n["texts"] for o, n in zip(gen["float32"], gen["new"], strict=True))
+    rows = [
+        _median_row("SFT step", "s/step", [s for r in sft["float32"] for s in r["seconds"]],
+                    [s for r in sft["new"] for s in r["seconds"]], False, f"max loss gap {gap:.2e}"),
+        _median_row("greedy generation", "tokens/s", [r["tokens"] / r["seconds"] for r in gen["float32"]],
+                    [r["tokens"] / r["seconds"] for r in gen["new"]], True,
+                    f"{prompts_n} prompts x {max_new_tokens} tokens; identical texts {same}/{gen_repeats}"),
+    ]
+    return {"model": model, "precision": new_precision, "steps": steps, "repeats": repeats,
+            "gen_repeats": gen_repeats, "rows": rows,
+            "curves": curves, "max_loss_gap": gap, "identical_generations": f"{same}/{gen_repeats}"}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The table, then the loss curves of both paths."""
+    keys = ["task", "unit", "float32", "new", "speed-up", "runs", "note"]
+    lines = [f"model {report['model']}, new path: precision {report['precision']} + lean decode loop", "",
+             "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in report["rows"]]
+    lines += ["", "| step | loss float32 | loss new |", "|---|---|---|"]
+    lines += [f"| {i + 1} | {a:.4f} | {b:.4f} |"
+              for i, (a, b) in enumerate(zip(report["curves"]["float32"], report["curves"]["new"], strict=True))]
+    lines += ["", f"max per-step loss difference: {report['max_loss_gap']:.2e}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train_bench.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    path = out / "train_bench.md"
+    path.write_text(markdown(report), encoding="utf-8")
+    return path
