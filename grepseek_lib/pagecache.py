@@ -1,10 +1,7 @@
 """How corpus files are written and settled in the page cache, so every search maps them cheaply.
 
-Measured on this machine (Linux 6.18): `rg -c -F Paris` over a 600 MB file written with Python's
-default 8 KiB buffered writes took ~0.10 s (half of it system time: page faults over small page-cache
-folios); the same bytes written in 8 MiB blocks, or evicted and read back sequentially, took
-~0.025 s. So every writer of corpus-sized files uses WRITE_BUFFER, and the engine benchmark settles
-both the corpus and its shards the same way before timing, so neither side starts with a better layout.
+Large writes leave large page-cache folios, which make every later scan of the file cheaper; the engine
+benchmark settles the corpus and its shards alike before timing. Measurements: docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ seed = 0
 import pandas as pd
 
 from grepseek_lib import notebook, runfolder
+from grepseek_lib.agent.models import load_tokenizer
 from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
 from grepseek_lib.eval import plots
-from grepseek_lib.train.models import load_tokenizer
 
 STAGE = "02_cold_start"
 run_dir, data_dir = notebook.start(run_dir, data_dir)

@@ -49,7 +49,7 @@ def one_thread():
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The offline tiny model (2-layer Qwen3, BPE tokenizer), built once per test session."""
     torch = pytest.importorskip("torch")
-    from grepseek_lib.train.models import build_tiny_model
+    from grepseek_lib.agent.models import build_tiny_model
 
     torch.set_num_threads(1)
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")

@@ -83,7 +83,10 @@ def test_sft_resume_and_grpo_under_accelerate_launch_with_two_processes(tiny, tm
     writes = {r: (tmp_path / f"writes-rank{r}.txt").read_text().splitlines() for r in (0, 1)}
     finals = {r: [Path(p) for p in w if Path(p).parent in (sft_out, grpo_out)
                   and not Path(p).name.startswith(".grepseek-probe")] for r, w in writes.items()}
-    assert [p.name for p in finals[1]] == ["reward_parts.jsonl"]  # each rank logs its own rollouts
+    # each rank logs its own rollouts: their rewards, and each one decoded turn by turn (the rank in its meta)
+    assert [p.name for p in finals[1]] == ["reward_parts.jsonl", "rollouts.jsonl"]
+    rollouts = [json.loads(line) for line in (grpo_out / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["meta"]["rank"] for r in rollouts} == {0, 1} and all(r["turns"] for r in rollouts)
     assert sorted(p.name for p in finals[0] if p.parent == sft_out and p.name in FINAL_FILES) == \
         sorted([*FINAL_FILES] * 2)  # the run and its resumed run
     assert {p.name for p in finals[0] if p.parent == grpo_out} >= FINAL_FILES | {"questions.json"}

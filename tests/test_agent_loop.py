@@ -201,7 +201,7 @@ def test_trajectories_round_trip_and_frame(tool, tmp_path):
 
 def test_tiny_model_through_the_hf_backend(tool, tmp_path):
     from grepseek_lib.agent.backends import make_backend
-    from grepseek_lib.train.models import build_tiny_model
+    from grepseek_lib.agent.models import build_tiny_model
 
     model_dir = build_tiny_model(tmp_path / "tiny", corpus=tool.corpus)
     backend = make_backend("hf", str(model_dir), device="cpu")

@@ -16,9 +16,10 @@ from grepseek_lib.agent.backends import (
     make_backend,
     restore_stop,
 )
+from grepseek_lib.agent.models import build_tiny_model
 from grepseek_lib.agent.serve import ChatHandler, serve_in_thread
 from grepseek_lib.errors import UserError
-from grepseek_lib.train.models import build_tiny_model, teach_tiny_model
+from tests.tiny_policy import teach_tiny_model
 
 torch = pytest.importorskip("torch")
 httpx = pytest.importorskip("httpx")

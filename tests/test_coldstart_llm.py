@@ -141,9 +141,9 @@ class _Recording:
 
 def test_tiny_model_teacher_through_the_cli(tmp_path: Path):
     from grepseek_lib.agent.backends import HFBackend
+    from grepseek_lib.agent.models import build_tiny_model
     from grepseek_lib.agent.serve import serve_in_thread
     from grepseek_lib.cli import main
-    from grepseek_lib.train.models import build_tiny_model
 
     corpus = _write_corpus(tmp_path / "corpus.jsonl")
     model = build_tiny_model(tmp_path / "tiny", corpus=corpus)

@@ -75,7 +75,7 @@ def test_regex_accepts_canonical_turns_and_rejects_broken_ones():
 def test_command_tokens_may_split_a_backslash_escape(tiny):
     """SmolLM2 writes the JSON text of `'\\"Title\\"'` with a lone-backslash token; the grammar must allow it."""
     from grepseek_lib.agent.constrained import ProtocolGrammar, _command_step, _Row, token_tables
-    from grepseek_lib.train.models import load_tokenizer
+    from grepseek_lib.agent.models import load_tokenizer
 
     assert _command_step("\\", False) == (True, False, True)  # opens an escape
     assert _command_step('"\'', True)[0] and not _command_step('"\'', True)[2]  # completes it

@@ -118,7 +118,7 @@ def test_resume_skips_answered_questions(setup):
 
 
 def test_cli_eval_with_the_tiny_model(setup, tmp_path, capsys):
-    from grepseek_lib.train.models import build_tiny_model
+    from grepseek_lib.agent.models import build_tiny_model
 
     bench_dir, tool, out = setup
     model = build_tiny_model(tmp_path / "tiny", corpus=tool.corpus)
@@ -163,8 +163,8 @@ def test_shards_without_a_corpus_run_over_the_corpus_they_were_cut_from(setup, t
 
 
 def test_ask_saves_its_episode_for_the_inspector(setup, tmp_path, capsys):
+    from grepseek_lib.agent.models import build_tiny_model
     from grepseek_lib.inspector.load import load_file
-    from grepseek_lib.train.models import build_tiny_model
 
     _, tool, _ = setup
     model = build_tiny_model(tmp_path / "tiny", corpus=tool.corpus)

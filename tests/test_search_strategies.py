@@ -110,7 +110,7 @@ def test_evidence_is_matched_on_decoded_corpus_text():
 
 
 def test_grpo_reward_parts_read_the_tool_outputs_out_of_the_decoded_rollout(tiny):
-    from grepseek_lib.train.models import load_tokenizer
+    from grepseek_lib.agent.models import load_tokenizer
 
     tokenizer = load_tokenizer(tiny)
     command = "rg -F 'Hank Snow' corpus.jsonl | head -n 1"
@@ -131,9 +131,9 @@ def test_grpo_reward_parts_read_the_tool_outputs_out_of_the_decoded_rollout(tiny
 
 
 def test_grpo_rollouts_are_written_turn_by_turn_for_the_inspector(tiny, tmp_path):
+    from grepseek_lib.agent.models import load_tokenizer
     from grepseek_lib.agent.trajectory import load_jsonl
     from grepseek_lib.inspector.load import load_grpo_rollouts
-    from grepseek_lib.train.models import load_tokenizer
     from grepseek_lib.train.reward import ROLLOUTS_FILE
 
     tokenizer = load_tokenizer(tiny)

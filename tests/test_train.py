@@ -30,7 +30,7 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """A corpus, its training questions, cold-start style chat rows made by the agent's own functions, a tiny model."""
-    from grepseek_lib.train.models import build_tiny_model
+    from grepseek_lib.agent.models import build_tiny_model
 
     root = tmp_path_factory.mktemp("train")
     corpus = root / "corpus.jsonl"
@@ -62,7 +62,7 @@ def _sft_settings(**kw) -> SFTSettings:
 
 
 def test_sft_trains_only_assistant_tokens(world, tmp_path):
-    from grepseek_lib.train.sft import build_trainer, check_masks, load_chat_rows
+    from grepseek_lib.train.sft import build_trainer, load_chat_rows
 
     rows = load_chat_rows(world["data"])
     trainer, tokenizer = build_trainer(rows, world["model"], tmp_path, _sft_settings())
@@ -79,7 +79,7 @@ def test_sft_trains_only_assistant_tokens(world, tmp_path):
 
 
 def test_sft_steps_save_and_resume(world, tmp_path):
-    from grepseek_lib.train.models import load_model_and_tokenizer
+    from grepseek_lib.agent.models import load_model_and_tokenizer
     from grepseek_lib.train.sft import run_sft
 
     out = tmp_path / "sft"
@@ -205,8 +205,8 @@ def test_shell_environment_counts_calls_per_rollout(world):
 
 
 def test_grpo_real_steps_checkpoint_resume_and_save(world, tmp_path):
+    from grepseek_lib.agent.models import load_model_and_tokenizer
     from grepseek_lib.train import grpo
-    from grepseek_lib.train.models import load_model_and_tokenizer
 
     out = tmp_path / "grpo"
     kw = dict(corpus=world["corpus"], benchmarks_dir=world["bench"])
@@ -393,3 +393,12 @@ def test_bf16_sft_trains_like_float32(world, tmp_path):
     assert trainer.args.bf16 and len(losses["bf16"]) == 3
     assert max(abs(a - b) for a, b in zip(losses["float32"], losses["bf16"], strict=True)) < 0.05
     assert losses["float32"] != losses["bf16"]  # autocast really ran in bf16
+
+
+def check_masks(trainer, tokenizer, index: int = 0) -> dict[str, str]:
+    """Decode one prepared example: the trained text (labels != -100) and the masked text, to verify masking."""
+    row = trainer.train_dataset[index]
+    ids, labels = row["input_ids"], row["labels"]
+    trained = [t for t, lab in zip(ids, labels, strict=True) if lab != -100]
+    masked = [t for t, lab in zip(ids, labels, strict=True) if lab == -100]
+    return {"trained": tokenizer.decode(trained), "masked": tokenizer.decode(masked)}

@@ -163,7 +163,7 @@ class VLLMBackend:
             from vllm import LLM
         except ImportError as exc:
             raise UserError("the vllm backend needs vLLM: pip install 'grepseek[vllm]' (or use --backend hf)") from exc
-        from grepseek_lib.train.models import load_tokenizer, resolve_model
+        from grepseek_lib.agent.models import load_tokenizer, resolve_model
 
         path = resolve_model(model)
         self.llm = LLM(model=path, tokenizer=path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
@@ -220,7 +220,7 @@ def _local_tokenizer(model: str) -> Any:
         from grepseek_lib.agent.chat_template import install_chat_template
 
         if model in ("smollm2", "tiny") or Path(model).expanduser().is_dir():
-            from grepseek_lib.train.models import load_tokenizer
+            from grepseek_lib.agent.models import load_tokenizer
 
             return load_tokenizer(model)
         return install_chat_template(AutoTokenizer.from_pretrained(model, local_files_only=True))

@@ -54,7 +54,7 @@ class HFBackend:
                  batch_size: int = 8, dtype: Any = None, constrain: bool = False, prefix_cache: bool | None = None,
                  lean: bool = True, precision: str = "auto"):
         if isinstance(model, str):
-            from grepseek_lib.train.models import default_device, load_model_and_tokenizer
+            from grepseek_lib.agent.models import default_device, load_model_and_tokenizer
 
             if dtype is None:
                 dtype = _load_dtype(precision, str(device or default_device()))
@@ -65,13 +65,13 @@ class HFBackend:
         elif device is not None:
             model.to(device)
         if isinstance(tokenizer, str):
-            from grepseek_lib.train.models import load_tokenizer
+            from grepseek_lib.agent.models import load_tokenizer
 
             tokenizer = load_tokenizer(tokenizer)
         self.model, self.tokenizer, self.batch_size = model, tokenizer, max(1, int(batch_size))
         self.constrain = bool(constrain)
         if tokenizer.pad_token_id is None:
-            raise UserError("the tokenizer has no pad token; load it through train.models.load_model_and_tokenizer")
+            raise UserError("the tokenizer has no pad token; load it through agent.models.load_model_and_tokenizer")
         self.prefix_cache = (str(model.device).startswith("cpu")) if prefix_cache is None else bool(prefix_cache)
         self.lean = bool(lean)
         self._prefix: tuple[tuple[int, ...], Any] | None = None  # (token ids, their key/value cache)

@@ -74,7 +74,7 @@ def coldstart_command(args) -> int:
     out = _check_args(args)
     tokenizer = None
     if args.tokenizer:
-        from grepseek_lib.train.models import load_tokenizer  # defers transformers
+        from grepseek_lib.agent.models import load_tokenizer  # defers transformers
 
         tokenizer = load_tokenizer(args.tokenizer)
     teacher = Teacher(args.teacher, args.base_url, args.model, args.api_key, args.max_new_tokens)

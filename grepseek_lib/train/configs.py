@@ -1,32 +1,11 @@
 """Training settings: a CPU config that runs in minutes and a GPU config that mirrors the paper.
 
-`cpu`: SmolLM2-135M on mini-wiki training questions, full fine-tune; `precision: auto` trains under bf16
-autocast (float32 master weights) on a CPU with native bf16 and in float32 elsewhere (docs/PERFORMANCE.md).
-SFT: batch 1, lr 1e-4 constant (a 135M model moves too little at 5e-6 in a few dozen steps), 1 epoch over
-every cold-start trajectory: max_length 6,144 keeps all of them (the ~830-token system prompt puts the
-median at ~1.7k SmolLM2 tokens, p90 ~2.9k, max ~5.6k for a trajectory that spends all 5 tool calls);
-longer ones would be dropped, never cut.
-GRPO: G=4 rollouts of each of 2 questions a step, a 256-token turn cap (the cold-start turns reach ~260
-tokens), 3,072 completion tokens (turns plus tool observations: most cold-start trajectories that spend all
-5 calls fit; a rollout whose next observation would not fit ends unanswered, reward 0), over a pool of the
-same 2 training questions for 10 steps: every step sees both, so the first-vs-last reward trend compares
-like with like on 8 rollouts a step. The 2 are chosen by probing 16 candidates with 2 sampled episodes of
-the SFT policy each and keeping those whose rewards differ (a group with equal rewards has zero advantage:
-nothing to learn, and its backward pass is skipped); with 12 candidates the probe found 2. lr 3e-5: Adam
-moves each weight by about lr a step, and ten steps at the paper's 5e-6 barely move a 135M policy.
-Rollouts sample at temperature 0.7, not the paper's 1.0: at 1.0 the 135M policy that passes the format gate in
-96% of greedy episodes passed it in about half of its GRPO rollouts, so most groups were all-zero format
-failures. Rollouts are scored one per micro-batch (8 accumulated): with 4 in one forward/backward the
-process reached 22 GB (float32 activations, 49k-vocab logits) and was OOM-killed on a 23 GB machine.
-Observations keep the protocol's 2,048-token cap so the prompt is the one evaluation uses. Measured at two
-threads on an idle machine: 10-30 s per SFT step (the 144-step epoch took 51 min); the probe (32 episodes)
-about 11 min and a GRPO step of 8 rollouts 167-452 s, 292 s on average (generation dominates: every turn
-re-reads the whole prompt): 60 min for the run.
-
-`gpu`: the paper's recipe (PAPER.md, stage 2) for a Qwen3.5-9B-class model: SFT 1 epoch at lr 5e-6,
-full fine-tune; GRPO with 5 rollouts x 256 questions a step, 200 steps, lr 5e-6, no KL (beta 0), clip 0.2,
-temperature 1.0, 180 s tool timeout, vLLM generation when a GPU and vllm are present. Documented here and
-never run in tests.
+`cpu`: SmolLM2-135M on the mini-wiki's training questions, full fine-tune: SFT one epoch over every
+cold-start trajectory (batch 1, lr 1e-4 constant, max_length 6,144 keeps all of them; longer ones are dropped,
+never cut); GRPO with G=4 rollouts of each of 2 probe-chosen questions a step, 10 steps, lr 3e-5, temperature
+0.7, 3,072 completion tokens, one rollout a micro-batch. `gpu`: the paper's recipe (PAPER.md, stage 2) for a
+Qwen3.5-9B-class model. Why each CPU number is what it is, with the measurements behind it:
+docs/PERFORMANCE.md ("Why the CPU config is what it is").
 
 A YAML (or JSON) file may override either: `base: cpu|gpu` plus `model:`, `sft: {...}`, `grpo: {...}`.
 """

@@ -104,7 +104,7 @@ def precision_flags(precision: str = "auto") -> dict[str, bool]:
 def load_trainable(model_name: str, precision: str = "auto") -> tuple[Any, Any, dict[str, bool]]:
     """Model and tokenizer in training mode plus the trainer's precision flags. Weights are float32 on a CPU
     (the master copy autocast reads) and bf16 only on a CUDA device running bf16."""
-    from grepseek_lib.train.models import load_model_and_tokenizer
+    from grepseek_lib.agent.models import load_model_and_tokenizer
 
     flags = precision_flags(precision)
     bf16_weights = flags["bf16"] and not flags["use_cpu"]
@@ -167,15 +167,6 @@ def save_final_model(trainer: Any, tokenizer: Any, out: Path) -> None:
         model.save_pretrained(out, state_dict=state_dict)
         install_chat_template(tokenizer).save_pretrained(out)
     trainer.accelerator.wait_for_everyone()
-
-
-def check_masks(trainer: Any, tokenizer: Any, index: int = 0) -> dict[str, str]:
-    """Decode one prepared example: the trained text (labels != -100) and the masked text, to verify masking."""
-    row = trainer.train_dataset[index]
-    ids, labels = row["input_ids"], row["labels"]
-    trained = [t for t, lab in zip(ids, labels, strict=True) if lab != -100]
-    masked = [t for t, lab in zip(ids, labels, strict=True) if lab == -100]
-    return {"trained": tokenizer.decode(trained), "masked": tokenizer.decode(masked)}
 
 
 def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SFTSettings, *,
