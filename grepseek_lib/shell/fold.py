@@ -8,7 +8,10 @@ Bigger classes only add candidates, never lose a match: one index serves case-se
 case-insensitive searches alike.
 
 Words are cut with one predicate on both sides (text at build time, pattern literals at query time):
-a character is a word character when it or any member of its class is `\\w`. A literal that occurs
+ASCII letters, digits and `_`, and every non-ASCII character (in bytes: every byte >= 0x80, which
+is what lets the build cut words with numpy; invalid UTF-8 decodes to surrogates, also non-ASCII).
+The predicate is the same for every member of a case class (no class mixes an ASCII non-letter
+with anything else). A literal that occurs
 in a line therefore yields the same words there, except at its two ends, where the text's word may
 extend further (a prefix or suffix of the literal's first/last word, see Term).
 
@@ -38,8 +41,8 @@ class Term:
 
 
 @lru_cache(maxsize=1)
-def compute_table() -> tuple[dict[int, str], str]:
-    """(code point -> class representative for every non-trivial class member, extra word characters).
+def compute_table() -> dict[int, str]:
+    """Code point -> class representative (the smallest member) for every member of a non-trivial class.
 
     Cached: the table depends only on this Python's Unicode database (callers must not mutate it).
     """
@@ -57,43 +60,26 @@ def compute_table() -> tuple[dict[int, str], str]:
                 a, b = find(c), find(mapped)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
-    classes: dict[str, list[str]] = {}
-    for c in parent:
-        classes.setdefault(find(c), []).append(c)
-    for root in classes:
-        if root not in classes[root]:
-            classes[root].append(root)
-    table: dict[int, str] = {}
-    extras = []
-    for root, members in classes.items():
-        for c in members:
-            if c != root:
-                table[ord(c)] = root
-        if any(re.fullmatch(r"\w", c) for c in members):
-            extras += [c for c in members if not re.fullmatch(r"\w", c)]
-    return table, "".join(sorted(extras))
+    return {ord(c): find(c) for c in parent if find(c) != c}
+
+
+#: A word: ASCII letters, digits, `_` and every non-ASCII character (surrogates included).
+WORD = re.compile("[0-9A-Za-z_\u0080-\U0010ffff]+")
 
 
 class Folder:
     """Folds and cuts text into words with one stored table (see the module docstring)."""
 
-    def __init__(self, table: dict[int, str], extras: str) -> None:
+    def __init__(self, table: dict[int, str]) -> None:
         self.table = table
-        self.extras = extras
-        self.word = re.compile("[\\w" + "".join(re.escape(c) for c in extras) + "]+")
 
     def fold(self, word: str) -> str:
         return word.upper() if word.isascii() else word.translate(self.table)
 
-    def block_words(self, text: str) -> set[bytes]:
-        """The distinct folded words of a block of text (UTF-8, invalid bytes as surrogates)."""
-        fold = self.fold
-        return {fold(w).encode("utf-8", "surrogateescape") for w in set(self.word.findall(text))}
-
     def literal_terms(self, literal: str) -> list[Term]:
         """The words a line holding `literal` (in any case of its classes) must hold; [] when none."""
         terms = []
-        for match in self.word.finditer(literal):
+        for match in WORD.finditer(literal):
             at_start, at_end = match.start() == 0, match.end() == len(literal)
             kind = CONTAINS if at_start and at_end else SUFFIX if at_start else PREFIX if at_end else EXACT
             terms.append(Term(kind, self.fold(match.group()).encode("utf-8")))

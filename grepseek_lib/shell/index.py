@@ -3,7 +3,7 @@
 Files in the index folder: index.json (manifest: the corpus it was built from, as shard manifests
 record it, and the shape), blocks.npy (offset, length, first line, lines of each line-aligned block),
 vocab.bin (sorted folded words, one per line) with vocab_off.npy, postings.bin (ascending block ids
-per word, uint32) with post_off.npy, fold.json (the case classes the words were folded with).
+per word, uint32) with post_start.npy / post_len.npy (where each word's ids are), fold.json (the case classes the words were folded with).
 Everything is memory-mapped: opening an index reads a few KB whatever the corpus size.
 
 A lookup only ever returns a superset of the blocks holding a matching line: a word is looked up
@@ -30,7 +30,8 @@ BLOCKS = "blocks.npy"
 VOCAB = "vocab.bin"
 VOCAB_OFF = "vocab_off.npy"
 POSTINGS = "postings.bin"
-POST_OFF = "post_off.npy"
+POST_START = "post_start.npy"
+POST_LEN = "post_len.npy"
 FOLD = "fold.json"
 VERSION = 1
 #: A term matching more vocabulary words than this is not worth its union: it is dropped.
@@ -123,13 +124,13 @@ class WordIndex:
         self.first_lines = np.asarray(self.blocks[:, 2]) if len(self.blocks) else np.zeros(0, np.int64)
         self.line_counts = np.asarray(self.blocks[:, 3]) if len(self.blocks) else np.zeros(0, np.int64)
         self.vocab_off = np.load(d / VOCAB_OFF, mmap_mode="r")
-        self.post_off = np.load(d / POST_OFF, mmap_mode="r")
+        self.post_start = np.load(d / POST_START, mmap_mode="r")
+        self.post_len = np.load(d / POST_LEN, mmap_mode="r")
         self.vocab = _map(d / VOCAB)
         postings = d / POSTINGS
         self.postings = (np.memmap(postings, dtype=np.uint32, mode="r") if postings.stat().st_size
                          else np.zeros(0, np.uint32))
-        fold = json.loads((d / FOLD).read_text())
-        self.folder = Folder({int(k): v for k, v in fold["table"].items()}, fold["extras"])
+        self.folder = Folder({int(k): v for k, v in json.loads((d / FOLD).read_text()).items()})
         self.nwords = len(self.vocab_off) - 1
 
     def _word(self, i: int) -> bytes:
@@ -166,14 +167,18 @@ class WordIndex:
         ids = np.searchsorted(self.vocab_off, np.asarray(hits, dtype=np.uint64), side="right") - 1
         return np.unique(ids)
 
+    def _posting(self, i: int) -> np.ndarray:
+        start = int(self.post_start[i])
+        return self.postings[start:start + int(self.post_len[i])]
+
     def term_blocks(self, term: Term) -> np.ndarray | None:
         """Ascending ids of the blocks whose words may hold `term`; None: every block."""
         ids = self.word_ids(term)
         if ids is None:
             return None
-        if isinstance(ids, range) and len(ids) and ids.stop - ids.start == 1:
-            return np.asarray(self.postings[int(self.post_off[ids.start]):int(self.post_off[ids.start + 1])])
-        parts = [self.postings[int(self.post_off[i]):int(self.post_off[i + 1])] for i in ids]
+        parts = [self._posting(i) for i in ids]
+        if len(parts) == 1:
+            return np.asarray(parts[0])
         if not parts:
             return np.zeros(0, np.uint32)
         return np.unique(np.concatenate(parts))

@@ -1,17 +1,20 @@
 """`grepseek index`: a word index over line-aligned blocks of the corpus, built in one streaming pass.
 
-The corpus is cut into blocks of about BLOCK_BYTES ending at line ends. Every block's distinct
-folded words (fold.py) go into an in-memory run; every RUN_BLOCKS blocks the run is written sorted
-to disk, and at the end the runs are merged word by word into the index: a sorted vocabulary and,
-per word, the ascending ids of the blocks holding it. Memory is bounded by one run (RUN_BLOCKS
-blocks of text and their words), not by the corpus; the merge keeps one word per run in memory.
+The corpus is cut into blocks of about BLOCK_BYTES ending at line ends. Each read of READ_BYTES is
+cut into words with numpy (a byte mask, then a 64-bit polynomial hash of every ASCII-uppercased
+word from one prefix sum), so Python never touches a word occurrence: only words holding non-ASCII
+characters (folded with the Unicode case classes of fold.py) and the first occurrence of every new
+word. The distinct (word hash, block) pairs go to BUCKETS files by hash; at the end each bucket is
+sorted on its own into the postings, and the vocabulary (the folded word of every hash) is written
+sorted. Memory: one read's arrays plus the vocabulary, never the corpus or all pairs at once.
+Two different words with the same 64-bit hash would lose one of them from the vocabulary; at a
+million words the chance is about 3e-8 (docs/INDEX.md).
 Design and measurements: docs/INDEX.md.
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import os
 import shutil
@@ -28,114 +31,160 @@ from grepseek_lib.shell.fold import Folder, compute_table
 #: Target block size: small enough that a rare word's candidates are a few hundred KB, large enough
 #: that the postings stay a fraction of the corpus (docs/INDEX.md).
 BLOCK_BYTES = 32 << 10
-#: Blocks per sorted run (about 128 MB of text at the default block size).
-RUN_BLOCKS = 4096
-_READ = 8 << 20
+#: Bytes read at a time (the blocks of one read are tokenized together).
+READ_BYTES = 8 << 20
+#: Pairs are spread over this many bucket files by hash (the final sort holds one bucket).
+BUCKETS = 16
+_MASK = (1 << 64) - 1
+_P = 0x100000001B3  # odd: invertible modulo 2**64
+_WORD_BYTE = np.zeros(256, dtype=bool)
+_WORD_BYTE[[*b"0123456789_", *range(65, 91), *range(97, 123), *range(128, 256)]] = True
+_UPPER = np.arange(256, dtype=np.uint8)
+_UPPER[97:123] -= 32
 
 
-def _blocks(corpus: Path, block_bytes: int, digest: hashlib._Hash) -> Iterator[tuple[int, int, bytes]]:
-    """(byte offset, first line, bytes) of each block, every block ending at a line end (or EOF)."""
+def _chunks(corpus: Path, block_bytes: int, digest) -> Iterator[tuple[bytes, list[tuple[int, int, int, int]]]]:
+    """(bytes, blocks) per read: whole blocks, each (offset, length, first line, lines), ending at line ends."""
     offset, line = 0, 1
     pending = b""
     with open(corpus, "rb") as src:
         while True:
-            chunk = src.read(_READ)
+            chunk = src.read(READ_BYTES)
             digest.update(chunk)
             data = pending + chunk
             start = 0
+            blocks = []
             while len(data) - start >= block_bytes or (not chunk and start < len(data)):
                 end = data.find(b"\n", start + block_bytes - 1)
                 if end < 0:
                     if chunk:
-                        break  # the line goes on in the next chunk
+                        break  # the line goes on in the next read
                     end = len(data) - 1
-                block = data[start:end + 1]
-                yield offset, line, block
-                offset += len(block)
-                line += block.count(b"\n")
+                newlines = data.count(b"\n", start, end + 1)
+                lines = newlines + (0 if data[end:end + 1] == b"\n" else 1)
+                blocks.append((offset, end + 1 - start, line, lines))
+                offset += end + 1 - start
+                line += newlines
                 start = end + 1
+            if blocks:
+                yield data[:start], blocks
             pending = data[start:]
             if not chunk:
                 return
 
 
-class _Runs:
-    """Sorted runs of (word -> block ids) written to `folder`, merged at the end."""
+class _Hasher:
+    """64-bit polynomial hashes of the ASCII-uppercased words of a byte string, all at once in numpy."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.count = 0
-        self.words: dict[bytes, list[int]] = {}
+    def __init__(self) -> None:
+        self.pow = np.ones(1, dtype=np.uint64)
+        self.inv = np.ones(1, dtype=np.uint64)
 
-    def add(self, block_id: int, words: set[bytes]) -> None:
-        table = self.words
-        for word in words:
-            found = table.get(word)
-            if found is None:
-                table[word] = [block_id]
-            else:
-                found.append(block_id)
-
-    def flush(self) -> None:
-        if not self.words:
+    def _powers(self, n: int) -> None:
+        if len(self.pow) > n:
             return
-        keys = sorted(self.words)
-        lengths = np.fromiter((len(self.words[k]) for k in keys), dtype=np.int64, count=len(keys))
-        postings = np.fromiter((b for k in keys for b in self.words[k]), dtype=np.uint32, count=int(lengths.sum()))
-        base = self.folder / f"run-{self.count:04d}"
-        _write_words(base, keys)
-        np.save(f"{base}.post.npy", postings)
-        np.save(f"{base}.len.npy", lengths)
-        self.words = {}
-        self.count += 1
+        size = max(n + 1, READ_BYTES + (1 << 20))
+        with np.errstate(over="ignore"):
+            self.pow = np.ones(size, dtype=np.uint64)
+            np.cumprod(np.full(size - 1, _P, dtype=np.uint64), out=self.pow[1:])
+            self.inv = np.ones(size, dtype=np.uint64)
+            np.cumprod(np.full(size - 1, pow(_P, -1, 1 << 64), dtype=np.uint64), out=self.inv[1:])
 
-    def _read(self, i: int) -> Iterator[tuple[bytes, int, np.ndarray]]:
-        base = self.folder / f"run-{i:04d}"
-        blob = (base.with_suffix(".words")).read_bytes()
-        postings = np.load(f"{base}.post.npy", mmap_mode="r")
-        lengths = np.load(f"{base}.len.npy")
-        pos, at = 0, 0
-        for n in lengths:
-            end = blob.index(b"\n", pos)
-            yield blob[pos:end], i, postings[at:at + n]
-            pos, at = end + 1, at + int(n)
-
-    def merge(self, out: Path) -> tuple[int, int]:
-        """Write vocab.bin/vocab_off.npy/postings.bin/post_off.npy; (words, postings) written."""
-        merged = heapq.merge(*(self._read(i) for i in range(self.count)), key=lambda item: (item[0], item[1]))
-        word_offsets, post_offsets = [0], [0]
-        with open(out / idx.VOCAB, "wb") as vocab, open(out / idx.POSTINGS, "wb") as post:
-            last: bytes | None = None
-            parts: list[np.ndarray] = []
-            for word, _, blocks in merged:
-                if word != last and last is not None:
-                    _emit(vocab, post, last, parts, word_offsets, post_offsets)
-                    parts = []
-                last = word
-                parts.append(blocks)
-            if last is not None:
-                _emit(vocab, post, last, parts, word_offsets, post_offsets)
-        np.save(out / idx.VOCAB_OFF, np.asarray(word_offsets, dtype=np.uint64))
-        np.save(out / idx.POST_OFF, np.asarray(post_offsets, dtype=np.uint64))
-        return len(word_offsets) - 1, post_offsets[-1]
+    def words(self, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, hashes, non-ASCII mask) of the words of `data`."""
+        a = np.frombuffer(data, dtype=np.uint8)
+        w = _WORD_BYTE[a]
+        edges = np.diff(np.concatenate(([False], w, [False])).astype(np.int8))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        self._powers(len(a))
+        with np.errstate(over="ignore"):
+            g = np.zeros(len(a) + 1, dtype=np.uint64)
+            np.cumsum(_UPPER[a].astype(np.uint64) * self.inv[:len(a)], out=g[1:])
+            hashes = self.pow[ends - 1] * (g[ends] - g[starts]) if len(starts) else np.zeros(0, np.uint64)
+        high = np.concatenate(([0], np.cumsum(a >= 128, dtype=np.int64)))
+        return starts, ends, hashes, (high[ends] - high[starts]) > 0
 
 
-def _write_words(base: Path, keys: list[bytes]) -> None:
-    with open(base.with_suffix(".words"), "wb") as handle:
-        handle.write(b"\n".join(keys) + b"\n")
+class _Pairs:
+    """(word hash, block id) pairs, each once, in bucket files; and the word of every hash."""
+
+    def __init__(self, folder: Path, table: dict[int, str]) -> None:
+        self.folder = folder
+        self.folder_fold = Folder(table)
+        self.hasher = _Hasher()
+        self.words: dict[int, bytes] = {}
+        self.files = [open(folder / f"bucket-{b:02d}.bin", "wb") for b in range(BUCKETS)]
+
+    def add(self, data: bytes, first_block: int, block_starts: np.ndarray) -> None:
+        starts, ends, hashes, wide = self.hasher.words(data)
+        for i in np.flatnonzero(wide).tolist():  # words with non-ASCII characters: Unicode case classes
+            word = data[starts[i]:ends[i]].decode("utf-8", "surrogateescape")
+            folded = self.folder_fold.fold(word).encode("utf-8", "surrogateescape")
+            h = hash(folded) & _MASK
+            hashes[i] = h
+            self.words.setdefault(h, folded)
+        unique, first = np.unique(hashes, return_index=True)
+        words = self.words
+        for h, i in zip(unique.tolist(), first.tolist(), strict=True):
+            if h not in words:
+                words[h] = data[starts[i]:ends[i]].upper()
+        blocks = np.searchsorted(block_starts, starts, side="right").astype(np.uint64) - 1 + first_block
+        order = np.lexsort((hashes, blocks))
+        hashes, blocks = hashes[order], blocks[order]
+        keep = np.ones(len(hashes), dtype=bool)
+        keep[1:] = (hashes[1:] != hashes[:-1]) | (blocks[1:] != blocks[:-1])
+        hashes, blocks = hashes[keep], blocks[keep]
+        bucket = (hashes >> np.uint64(60)) % BUCKETS
+        for b in range(BUCKETS):
+            sel = bucket == b
+            pairs = np.empty((int(sel.sum()), 2), dtype=np.uint64)
+            pairs[:, 0], pairs[:, 1] = hashes[sel], blocks[sel]
+            self.files[b].write(pairs.tobytes())
+
+    def finish(self, out: Path) -> tuple[int, int]:
+        """Write the vocabulary and the postings; (words, postings)."""
+        for handle in self.files:
+            handle.close()
+        vocab = sorted(set(self.words.values()))
+        ids = {word: i for i, word in enumerate(vocab)}
+        keys = np.fromiter(self.words.keys(), dtype=np.uint64, count=len(self.words))
+        key_ids = np.fromiter((ids[w] for w in self.words.values()), dtype=np.int64, count=len(self.words))
+        order = np.argsort(keys)
+        keys, key_ids = keys[order], key_ids[order]
+        del ids
+        starts = np.zeros(len(vocab), dtype=np.uint64)
+        lengths = np.zeros(len(vocab), dtype=np.uint32)
+        written = 0
+        with open(out / idx.VOCAB, "wb") as handle:
+            handle.writelines(word + b"\n" for word in vocab)
+        offsets = np.zeros(len(vocab) + 1, dtype=np.uint64)
+        np.cumsum([len(w) + 1 for w in vocab], out=offsets[1:])
+        np.save(out / idx.VOCAB_OFF, offsets)
+        del vocab
+        with open(out / idx.POSTINGS, "wb") as post:
+            for b in range(BUCKETS):
+                path = self.folder / f"bucket-{b:02d}.bin"
+                pairs = np.fromfile(path, dtype=np.uint64).reshape(-1, 2)
+                path.unlink()
+                word_ids = key_ids[np.searchsorted(keys, pairs[:, 0])]
+                blocks = pairs[:, 1].astype(np.uint32)
+                del pairs
+                order = np.lexsort((blocks, word_ids))
+                word_ids, blocks = word_ids[order], blocks[order]
+                keep = np.ones(len(blocks), dtype=bool)
+                keep[1:] = (word_ids[1:] != word_ids[:-1]) | (blocks[1:] != blocks[:-1])
+                word_ids, blocks = word_ids[keep], blocks[keep]
+                post.write(blocks.tobytes())
+                run_ids, run_starts, run_counts = np.unique(word_ids, return_index=True, return_counts=True)
+                starts[run_ids] = run_starts.astype(np.uint64) + np.uint64(written)
+                lengths[run_ids] = run_counts
+                written += len(blocks)
+        np.save(out / idx.POST_START, starts)
+        np.save(out / idx.POST_LEN, lengths)
+        return len(starts), written
 
 
-def _emit(vocab, post, word: bytes, parts: list[np.ndarray], word_offsets: list[int],
-          post_offsets: list[int]) -> None:
-    blocks = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    vocab.write(word + b"\n")
-    post.write(np.ascontiguousarray(blocks, dtype=np.uint32).tobytes())
-    word_offsets.append(word_offsets[-1] + len(word) + 1)
-    post_offsets.append(post_offsets[-1] + len(blocks))
-
-
-def build_index(corpus: str | Path, out: str | Path, block_bytes: int = BLOCK_BYTES,
-                run_blocks: int = RUN_BLOCKS) -> idx.IndexManifest:
+def build_index(corpus: str | Path, out: str | Path, block_bytes: int = BLOCK_BYTES) -> idx.IndexManifest:
     """Index `corpus` into `out` (written as `out`.tmp, then renamed: a failed build leaves nothing)."""
     corpus = Path(corpus).expanduser().resolve()
     out = Path(out).expanduser()
@@ -150,7 +199,7 @@ def build_index(corpus: str | Path, out: str | Path, block_bytes: int = BLOCK_BY
     except OSError as exc:
         raise UserError(f"cannot create the index folder {tmp}: {exc.strerror or exc}") from None
     try:
-        manifest = _build(corpus, tmp, block_bytes, run_blocks)
+        manifest = _build(corpus, tmp, block_bytes)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -159,34 +208,28 @@ def build_index(corpus: str | Path, out: str | Path, block_bytes: int = BLOCK_BY
     return idx.IndexManifest(**{**manifest.__dict__, "directory": out})
 
 
-def _build(corpus: Path, tmp: Path, block_bytes: int, run_blocks: int) -> idx.IndexManifest:
+def _build(corpus: Path, tmp: Path, block_bytes: int) -> idx.IndexManifest:
     began = time.monotonic()
     before = corpus.stat()
-    table, extras = compute_table()
-    folder = Folder(table, extras)
+    table = compute_table()
     digest = hashlib.sha256()
-    runs = _Runs(tmp)
+    pairs = _Pairs(tmp, table)
     rows: list[tuple[int, int, int, int]] = []
     has_nul = False
-    for offset, line, block in _blocks(corpus, block_bytes, digest):
-        has_nul = has_nul or b"\0" in block
-        runs.add(len(rows), folder.block_words(block.decode("utf-8", "surrogateescape")))
-        lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
-        rows.append((offset, len(block), line, lines))
-        if len(rows) % run_blocks == 0:
-            runs.flush()
-    runs.flush()
+    for data, blocks in _chunks(corpus, block_bytes, digest):
+        has_nul = has_nul or b"\0" in data
+        base = blocks[0][0]
+        pairs.add(data, len(rows), np.asarray([b[0] - base for b in blocks], dtype=np.int64))
+        rows.extend(blocks)
     after = corpus.stat()
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
         raise UserError(f"corpus {corpus} changed while it was being indexed; run `grepseek index` again")
-    words, pairs = runs.merge(tmp)
-    for leftover in tmp.glob("run-*"):
-        leftover.unlink()
+    words, postings = pairs.finish(tmp)
     np.save(tmp / idx.BLOCKS, np.asarray(rows, dtype=np.int64).reshape(-1, 4))
-    (tmp / idx.FOLD).write_text(json.dumps({"table": {str(k): v for k, v in table.items()}, "extras": extras}))
+    (tmp / idx.FOLD).write_text(json.dumps({str(k): v for k, v in table.items()}))
     manifest = idx.IndexManifest(
         directory=tmp, source=str(corpus), size=before.st_size, mtime_ns=before.st_mtime_ns,
         sha256=digest.hexdigest(), has_nul=has_nul, block_bytes=block_bytes, blocks=len(rows), words=words,
-        postings=pairs, build_s=round(time.monotonic() - began, 1))
+        postings=postings, build_s=round(time.monotonic() - began, 1))
     idx.write_manifest(manifest)
     return manifest
