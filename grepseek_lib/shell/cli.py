@@ -94,6 +94,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     index.add_argument("--index", type=Path, default=None,
                        help="index folder (grepseek index); default: index/ beside the corpus or the shards, if any")
     index.add_argument("--no-index", action="store_true", help="never use an index")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where shards run: local threads, or one Ray actor per shard (needs --shards)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster address for --executor ray (default: RAY_ADDRESS, else a local instance)")
     parser.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S,
                         help=f"seconds before the whole chain is killed (exit 124), at most {config.MAX_TIMEOUT_S:g}")
     parser.add_argument("--max-output-bytes", type=int, default=None,
@@ -128,7 +132,8 @@ def run_main(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     with terminate_on_signals():
         index = False if args.no_index else args.index
-        engine = None if args.sequential else load_engine(corpus, args.shards, index)
+        engine = None if args.sequential else load_engine(corpus, args.shards, index, args.executor,
+                                                          args.ray_address)
         runner = engine.run if engine is not None else functools.partial(run_pipeline, corpus=corpus)
         result: RunResult = runner(pipeline, timeout=args.timeout, max_output_bytes=args.max_output_bytes,
                                    stdout_sink=out, stderr_sink=err)

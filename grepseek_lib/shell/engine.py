@@ -35,6 +35,8 @@ from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, Refused, RunResult
 
 #: A post part runs once on the merged output; beyond this many bytes a single run is cheaper.
 MAX_INTERMEDIATE_BYTES = 64 << 20
+#: A shard's result is awaited until the deadline plus this margin (its own chain is killed by then).
+WAIT_MARGIN_S = 10.0
 #: A head plan gives shard 0 this long alone: frequent matches finish there without extra processes.
 HEAD_GRACE_S = 0.03
 
@@ -66,13 +68,14 @@ class Engine:
 
     def __init__(self, corpus: str | Path, shards_dir: str | Path | None = None, *, workers: int | None = None,
                  min_shard_bytes: int | None = None, index: str | Path | bool | None = False,
-                 index_fraction: float | None = None):
+                 index_fraction: float | None = None, executor: str = "local", ray_address: str | None = None):
         """`min_shard_bytes`: below this average shard size one sequential run is used (config.min_shard_bytes).
 
         `index`: an index folder (grepseek index), None to use one found beside the corpus or the
         shards (index.find_index), False for none. A stale index raises UserError, as stale shards do.
         `index_fraction`: the index answers when its candidates are at most this part of the corpus
-        (default indexed.MAX_FRACTION).
+        (default indexed.MAX_FRACTION). `executor`: "local" (a thread pool here) or "ray" (one actor
+        per shard, placed by the custom resource grepseek_shard_<i>; `ray_address` of the cluster).
         """
         self.min_shard_bytes = config.min_shard_bytes() if min_shard_bytes is None else min_shard_bytes
         self.corpus = Path(corpus).expanduser()
@@ -94,6 +97,15 @@ class Engine:
         self.workers = max(1, min(n, workers or os.cpu_count() or 1))
         #: Shard chains run `workers` at a time: together they get one chain's memory budget.
         self.shard_limits = DEFAULT_LIMITS.share(self.workers)
+        self.remote = None
+        if executor == "ray":
+            if self.manifest is None:
+                raise UserError("--executor ray runs shards: give --shards DIR")
+            from grepseek_lib.shell.ray_executor import RayShards  # deferred: ray is heavy
+
+            self.remote = RayShards(self.manifest, ray_address, self.shard_limits)
+        elif executor != "local":
+            raise UserError(f"unknown executor {executor!r}; use local or ray")
 
     # ---- public ---------------------------------------------------------------------------------
 
@@ -182,7 +194,26 @@ class Engine:
         return run_pipeline(pipeline, self.manifest.shard_path(index), timeout=remaining, max_output_bytes=cap,
                             limits=self.shard_limits, cancel=cancel, on_slow=on_slow)
 
+    def _run_first(self, pipeline: Pipeline, deadline: float, cap: int | None,
+                   start_rest: Callable[[], None]) -> _ShardRun:
+        """Shard 0 of a head plan; the other shards start only if it is still busy after HEAD_GRACE_S.
+
+        Locally it runs in this thread (no hand-off): frequent matches end there, as fast as one run.
+        """
+        if self.remote is not None:
+            return self.remote.run_first(pipeline, deadline, cap, HEAD_GRACE_S, start_rest)
+        cancel = threading.Event()
+        try:
+            first = self._run_shard(0, pipeline, deadline, cap, cancel, on_slow=(HEAD_GRACE_S, start_rest))
+        except Exception:
+            raise _Fallback from None
+        done: Future = Future()
+        done.set_result(first)
+        return _ShardRun(done, cancel)
+
     def _start(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None) -> _ShardRun:
+        if self.remote is not None:
+            return self.remote.start(index, pipeline, deadline, cap)
         cancel = threading.Event()
         future = shared_pool(self.workers).submit(self._run_shard, index, pipeline, deadline, cap, cancel)
         return _ShardRun(future, cancel)
@@ -206,22 +237,13 @@ class Engine:
 
         try:
             if chosen.strategy == planner.HEAD:
-                # Shard 0 runs in this thread (no hand-off): frequent matches end there, as fast as one
-                # run. Only if it is still busy after a grace period do the other shards start.
                 def start_rest() -> None:
                     for j in range(1, n):
                         start(j)
 
-                cancel = threading.Event()
-                try:
-                    first = self._run_shard(0, shard_pipeline, deadline, cap, cancel,
-                                            on_slow=(HEAD_GRACE_S, start_rest))
-                except Exception:
-                    raise _Fallback from None
-                done: Future = Future()
-                done.set_result(first)
+                first = self._run_first(shard_pipeline, deadline, cap, start_rest)
                 with lock:
-                    runs[0] = _ShardRun(done, cancel)
+                    runs[0] = first
             else:
                 for i in range(n):
                     start(i)
@@ -229,7 +251,9 @@ class Engine:
             merger = _Merger(chosen, self.manifest)
             for i in range(n):
                 try:
-                    result = start(i).future.result()
+                    result = start(i).future.result(timeout=max(0.0, deadline - time.monotonic()) + WAIT_MARGIN_S)
+                except TimeoutError:  # a remote shard that never answered: a timeout, as a local one
+                    return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
                 except Exception:  # e.g. no room for the private folder: one run decides what happens
                     raise _Fallback from None
                 if result is None:

@@ -123,23 +123,27 @@ class _Pairs:
             h = hash(folded) & _MASK
             hashes[i] = h
             self.words.setdefault(h, folded)
-        unique, first = np.unique(hashes, return_index=True)
-        words = self.words
-        for h, i in zip(unique.tolist(), first.tolist(), strict=True):
-            if h not in words:
-                words[h] = data[starts[i]:ends[i]].upper()
-        blocks = np.searchsorted(block_starts, starts, side="right").astype(np.uint64) - 1 + first_block
-        order = np.lexsort((hashes, blocks))
-        hashes, blocks = hashes[order], blocks[order]
-        keep = np.ones(len(hashes), dtype=bool)
-        keep[1:] = (hashes[1:] != hashes[:-1]) | (blocks[1:] != blocks[:-1])
-        hashes, blocks = hashes[keep], blocks[keep]
+        bounds = np.searchsorted(starts, block_starts).tolist() + [len(starts)]
+        per_block = [np.unique(hashes[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        blocks = np.repeat(np.arange(first_block, first_block + len(per_block), dtype=np.uint64),
+                           [len(u) for u in per_block])
+        hashes_by_block = np.concatenate(per_block) if per_block else np.zeros(0, np.uint64)
+        self._learn(data, starts, ends, hashes)
+        hashes = hashes_by_block
         bucket = (hashes >> np.uint64(60)) % BUCKETS
         for b in range(BUCKETS):
             sel = bucket == b
             pairs = np.empty((int(sel.sum()), 2), dtype=np.uint64)
             pairs[:, 0], pairs[:, 1] = hashes[sel], blocks[sel]
             self.files[b].write(pairs.tobytes())
+
+    def _learn(self, data: bytes, starts: np.ndarray, ends: np.ndarray, hashes: np.ndarray) -> None:
+        """Record the (uppercased) word of every hash not seen before."""
+        unique, first = np.unique(hashes, return_index=True)
+        words = self.words
+        fresh = [(h, i) for h, i in zip(unique.tolist(), first.tolist(), strict=True) if h not in words]
+        for h, i in fresh:
+            words[h] = data[starts[i]:ends[i]].upper()
 
     def finish(self, out: Path) -> tuple[int, int]:
         """Write the vocabulary and the postings; (words, postings)."""
