@@ -20,7 +20,6 @@ from grepseek_lib.shell.ray_executor import shard_resource
 from grepseek_lib.shell.shards import build_shards
 
 
-
 @pytest.fixture(scope="module")
 def ray_instance():
     ray.init(num_cpus=2, resources={shard_resource(i): 1 for i in range(4)}, namespace="grepseek",

@@ -23,7 +23,7 @@ import numpy as np
 
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.fold import CONTAINS, EXACT, PREFIX, SUFFIX, Folder, Term
-from grepseek_lib.shell.shards import check_source
+from grepseek_lib.shell.shards import SourceRecord, check_source
 
 MANIFEST = "index.json"
 BLOCKS = "blocks.npy"
@@ -36,18 +36,14 @@ FOLD = "fold.json"
 VERSION = 1
 #: A term matching more vocabulary words than this is not worth its union: it is dropped.
 MAX_TERM_WORDS = 20_000
+#: Candidates this small are read rather than narrowed further by a vocabulary scan.
+SCAN_SKIP_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
-class IndexManifest:
+class IndexManifest(SourceRecord):
     """The corpus as it was when indexed, and the index's shape."""
 
-    directory: Path
-    source: str
-    size: int
-    mtime_ns: int
-    sha256: str
-    has_nul: bool
     block_bytes: int
     blocks: int
     words: int
@@ -187,13 +183,15 @@ class WordIndex:
         """Blocks that may hold a line matching any alternative (all terms of one); None: every block.
 
         Whole-word and prefix terms are looked up first; once the candidates of an alternative are
-        down to a handful, its vocabulary scans are skipped (they could only remove blocks).
+        down to SCAN_SKIP_BYTES, its vocabulary scans are skipped (they could only remove blocks, and
+        scanning the vocabulary costs more than reading that much).
         """
         found: list[np.ndarray] = []
         for terms in alternatives:
             blocks = None
             for term in sorted(terms, key=lambda t: t.kind in (SUFFIX, CONTAINS)):
-                if blocks is not None and len(blocks) <= 4 and term.kind in (SUFFIX, CONTAINS):
+                if (blocks is not None and term.kind in (SUFFIX, CONTAINS)
+                        and int(self.lengths[blocks].sum()) <= SCAN_SKIP_BYTES):
                     break
                 hit = self.term_blocks(term)
                 if hit is not None:

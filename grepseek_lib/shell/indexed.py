@@ -25,12 +25,16 @@ from grepseek_lib.shell import prefilter
 from grepseek_lib.shell.folder import private_dir
 from grepseek_lib.shell.index import WordIndex
 from grepseek_lib.shell.merge import renumber, run_post
+from grepseek_lib.shell.plan import HEAD, plan_pipeline
 from grepseek_lib.shell.runner import EXIT_TRUNCATED, run_pipeline
 from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
 
-#: The index is used when the candidates are at most this part of the corpus: copying a block costs
-#: about what scanning it costs, so beyond this the plain (or sharded) scan is as fast (docs/INDEX.md).
-MAX_FRACTION = 0.25
+#: The index is used when the candidates are at most this part of the corpus: copying and scanning a
+#: candidate costs more than scanning it in place, and today's best path scans on every core, so
+#: beyond a few percent the plain (or sharded) scan is as fast (measured in docs/INDEX.md).
+MAX_FRACTION = 0.05
+#: Reading a candidate block costs about this many bytes of a plain scan (copy, then scan).
+COPY_FACTOR = 2
 #: Output of a candidate run is buffered up to this many bytes; more goes the usual (streaming) way.
 MAX_BUFFERED_BYTES = 64 << 20
 
@@ -72,6 +76,12 @@ class IndexPath:
         nbytes = int(self.index.lengths[blocks].sum()) if len(blocks) else 0
         if nbytes > self.max_fraction * self.index.manifest.size:
             return f"unselective: candidates are {nbytes / max(1, self.index.manifest.size):.0%} of the corpus"
+        stops = _head_lines(pipeline) if self.max_fraction < 1 else None  # 1: always, when exact (tests)
+        if stops is not None and len(blocks):
+            # A head ends a plain scan at its N-th line: at best at the end of the N-th candidate block.
+            last = blocks[min(stops, len(blocks)) - 1]
+            if COPY_FACTOR * nbytes >= int(self.index.offsets[last] + self.index.lengths[last]):
+                return "a plain scan reaches the head's lines sooner"
         return Candidates(found, blocks, nbytes)
 
     def run(self, pipeline: Pipeline, chosen: Candidates, timeout: float,
@@ -145,6 +155,14 @@ class IndexPath:
             return offsets[k] + value - byte_starts[k]
 
         return line_map, byte_map
+
+
+def _head_lines(pipeline: Pipeline) -> int | None:
+    """N when a plain run of `pipeline` stops after N lines of its first stages (head, -m), else None."""
+    chosen = plan_pipeline(pipeline)
+    if chosen.strategy != HEAD:
+        return None
+    return max(1, chosen.head_lines or 1)
 
 
 def _clean(result: RunResult) -> bool:

@@ -10,6 +10,8 @@ or gives up; it never guesses. Examples: `Henry Feil+den` -> [["Henry Fei", "den
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 FIXED = "fixed"
 RUST = "rust"
 ERE = "ere"
@@ -38,29 +40,37 @@ def required(pattern: str, syntax: str) -> list[list[str]] | None:
     return alternatives
 
 
-def _split_top(pattern: str, syntax: str) -> list[str]:
-    """The pattern cut at its top-level alternation bars (`|`, or `\\|` in BRE)."""
-    parts, depth, start, i = [], 0, 0, 0
+_STRUCTURE = {"(": "open", ")": "close", "|": "bar"}
+
+
+def _structure(pattern: str, syntax: str, start: int = 0) -> Iterator[tuple[str, int, int]]:
+    """(open|close|bar, position, width) of each group bracket and alternation bar from `start`,
+    skipping escaped characters and bracket expressions."""
+    i = start
     while i < len(pattern):
         c = pattern[i]
         if c == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            if syntax == BRE and nxt in "()":
-                depth += 1 if nxt == "(" else -1
-            elif syntax == BRE and nxt == "|" and depth == 0:
-                parts.append(pattern[start:i])
-                start = i + 2
+            if syntax == BRE and pattern[i + 1] in _STRUCTURE:
+                yield _STRUCTURE[pattern[i + 1]], i, 2
             i += 2
             continue
         if c == "[":
             i = _class_end(pattern, i, syntax)
             continue
-        if syntax != BRE and c in "()":
-            depth += 1 if c == "(" else -1
-        elif syntax != BRE and c == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
+        if syntax != BRE and c in _STRUCTURE:
+            yield _STRUCTURE[c], i, 1
         i += 1
+
+
+def _split_top(pattern: str, syntax: str) -> list[str]:
+    """The pattern cut at its top-level alternation bars (`|`, or `\\|` in BRE)."""
+    parts, depth, start = [], 0, 0
+    for kind, pos, width in _structure(pattern, syntax):
+        if kind == "bar" and depth == 0:
+            parts.append(pattern[start:pos])
+            start = pos + width
+        elif kind != "bar":
+            depth += 1 if kind == "open" else -1
     if depth != 0:
         raise _GiveUp
     parts.append(pattern[start:])
@@ -98,24 +108,12 @@ def _class_end(pattern: str, i: int, syntax: str) -> int:
 
 def _group_end(pattern: str, i: int, syntax: str) -> int:
     """Index just past the group opened at i (`(` or BRE `\\(`)."""
-    depth, j = 0, i
-    while j < len(pattern):
-        c = pattern[j]
-        if c == "\\" and j + 1 < len(pattern):
-            if syntax == BRE and pattern[j + 1] in "()":
-                depth += 1 if pattern[j + 1] == "(" else -1
-                if depth == 0:
-                    return j + 2
-            j += 2
-            continue
-        if c == "[":
-            j = _class_end(pattern, j, syntax)
-            continue
-        if syntax != BRE and c in "()":
-            depth += 1 if c == "(" else -1
+    depth = 0
+    for kind, pos, width in _structure(pattern, syntax, i):
+        if kind != "bar":
+            depth += 1 if kind == "open" else -1
             if depth == 0:
-                return j + 1
-        j += 1
+                return pos + width
     raise _GiveUp
 
 

@@ -18,7 +18,6 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
 
 from grepseek_lib.errors import UserError
 from grepseek_lib.pagecache import WRITE_BUFFER
@@ -42,16 +41,22 @@ class ShardInfo:
 
 
 @dataclass(frozen=True)
-class Manifest:
-    """The source file as it was when sharded, and its shards in order."""
+class SourceRecord:
+    """What a manifest (shards or index) in `directory` recorded about the file it was made from."""
 
     directory: Path
     source: str
     size: int
     mtime_ns: int
     sha256: str
-    #: A NUL byte makes rg/grep switch to binary mode at a position that differs per shard.
+    #: A NUL byte makes rg/grep switch to binary mode at a position that differs per shard (or block).
     has_nul: bool
+
+
+@dataclass(frozen=True)
+class Manifest(SourceRecord):
+    """The source file as it was when sharded, and its shards in order."""
+
     shards: tuple[ShardInfo, ...]
 
     def shard_path(self, index: int) -> Path:
@@ -301,15 +306,6 @@ def read_manifest(directory: str | Path) -> Manifest:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"{path} is not a valid shard manifest ({reason}); rebuild with `grepseek shard`") from None
-
-
-class SourceRecord(Protocol):
-    """What a manifest (shards or index) recorded about the file it was made from."""
-
-    source: str
-    size: int
-    mtime_ns: int
-    sha256: str
 
 
 def check_source(source: Path, record: SourceRecord, what: str, verb: str, rebuild: str, *,
