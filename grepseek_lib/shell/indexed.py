@@ -70,6 +70,10 @@ class IndexPath:
             if not terms:
                 return "a literal without a word character"
             alternatives.append(terms)
+        size = self.index.manifest.size
+        least = self.index.least_blocks(alternatives) * size / max(1, self.index.manifest.blocks)
+        if least > self.max_fraction * size:
+            return f"unselective: at least {least / max(1, size):.0%} of the corpus holds a needed word"
         blocks = self.index.candidates(alternatives)
         if blocks is None:
             return "every block may match"
