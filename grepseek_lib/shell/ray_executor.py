@@ -13,6 +13,7 @@ to one sequential run on the driver, as any shard the engine cannot explain.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import time
@@ -21,6 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from grepseek_lib.errors import UserError
 from grepseek_lib.shell.limits import Limits
 from grepseek_lib.shell.runner import run_pipeline
 from grepseek_lib.shell.shards import Manifest
@@ -103,11 +105,17 @@ class RayShards:
         if not ray.is_initialized():
             ray.init(address=address, namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False,
                      include_dashboard=False)
+        offered = ray.cluster_resources()
+        missing = [shard_resource(i) for i in range(len(manifest.shards)) if offered.get(shard_resource(i), 0) <= 0]
+        if missing:
+            raise UserError(f"no Ray node offers {', '.join(missing)}: start the node holding each shard with "
+                            f"`ray start ... --resources '{{\"{missing[0]}\": 1}}'`")
         remote_cls = ray.remote(ShardWorker)
         self.limits = limits
         self.actors = []
+        where = hashlib.sha256(str(manifest.directory.resolve()).encode()).hexdigest()[:8]
         for i, info in enumerate(manifest.shards):
-            name = f"grepseek-{manifest.sha256[:16]}-{info.file}-{info.size}"
+            name = f"grepseek-{manifest.sha256[:16]}-{where}-{info.file}-{info.mtime_ns}"
             actor = remote_cls.options(
                 name=name, namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
                 resources={shard_resource(i): 0.001}, max_concurrency=ACTOR_CONCURRENCY, num_cpus=0,
