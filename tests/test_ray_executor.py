@@ -88,7 +88,7 @@ def test_ray_with_the_index_is_exact(ray_instance, tmp_path_factory):
     assert engine.strategy(parse_command("rg -F -i kelvin corpus.jsonl")) == "index"
 
 
-def test_ray_needs_shards(ray_instance, tmp_path):
+def test_ray_needs_shards(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", n=5)
     with pytest.raises(UserError, match="--shards"):
         Engine(corpus, executor="ray")
