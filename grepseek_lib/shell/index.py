@@ -179,26 +179,28 @@ class WordIndex:
             return np.zeros(0, np.uint32)
         return np.unique(np.concatenate(parts))
 
-    def least_blocks(self, alternatives: list[list[Term]]) -> int:
-        """A lower bound on the number of candidate blocks, from posting lengths alone (no unions).
+    def surely_candidates(self, alternatives: list[list[Term]]) -> np.ndarray:
+        """Blocks that are certainly candidates, from one posting list (no unions, no scans).
 
-        An alternative of one EXACT, PREFIX or CONTAINS term holds at least the blocks of its most
-        frequent word that starts with the key (a word starting with it also contains it); an
-        unselective word (`the`, `Paris`) is thus turned away in microseconds.
+        An alternative of one EXACT, PREFIX or CONTAINS term holds every block of each word that
+        starts with the key (such a word also contains it); the largest such posting is returned, so
+        an unselective word (`the`, `Paris`) is turned away in microseconds.
         """
-        least = 0
+        best = np.zeros(0, np.uint32)
         for terms in alternatives:
             if len(terms) != 1 or terms[0].kind == SUFFIX:
                 continue
             key = terms[0].key
             lo = self._lower_bound(key)
-            hi = lo + 1 if terms[0].kind == EXACT else self._lower_bound(key[:-1] + bytes([key[-1] + 1]))
-            hi = min(hi, lo + MAX_TERM_WORDS, self.nwords)
-            if terms[0].kind == EXACT and (lo >= self.nwords or self._word(lo) != key):
-                continue
+            if terms[0].kind == EXACT:
+                hi = lo + 1 if lo < self.nwords and self._word(lo) == key else lo
+            else:
+                hi = min(self._lower_bound(key[:-1] + bytes([key[-1] + 1])), lo + MAX_TERM_WORDS)
             if hi > lo:
-                least = max(least, int(np.max(self.post_len[lo:hi])))
-        return least
+                top = lo + int(np.argmax(self.post_len[lo:hi]))
+                if self.post_len[top] > len(best):
+                    best = np.asarray(self._posting(top))
+        return best
 
     def candidates(self, alternatives: list[list[Term]]) -> np.ndarray | None:
         """Blocks that may hold a line matching any alternative (all terms of one); None: every block.

@@ -35,6 +35,11 @@ from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
 MAX_FRACTION = 0.05
 #: Reading a candidate block costs about this many bytes of a plain scan (copy, then scan).
 COPY_FACTOR = 2
+#: The index path's own cost (lookups, the copy's private folder, one more chain) in bytes of a
+#: plain scan (~10 ms at ~6 GB/s from the page cache; docs/INDEX.md).
+FIXED_BYTES = 64 << 20
+#: rg and grep write through a buffer: a head stops them only some lines after its N-th.
+STOP_SLACK_LINES = 16
 #: Output of a candidate run is buffered up to this many bytes; more goes the usual (streaming) way.
 MAX_BUFFERED_BYTES = 64 << 20
 
@@ -70,23 +75,42 @@ class IndexPath:
             if not terms:
                 return "a literal without a word character"
             alternatives.append(terms)
-        size = self.index.manifest.size
-        least = self.index.least_blocks(alternatives) * size / max(1, self.index.manifest.blocks)
-        if least > self.max_fraction * size:
-            return f"unselective: at least {least / max(1, size):.0%} of the corpus holds a needed word"
+        sure = self.index.surely_candidates(alternatives)
+        reason = self._not_worth(pipeline, sure)
+        if reason:
+            return reason
         blocks = self.index.candidates(alternatives)
         if blocks is None:
             return "every block may match"
+        reason = self._not_worth(pipeline, blocks)
+        if reason:
+            return reason
         nbytes = int(self.index.lengths[blocks].sum()) if len(blocks) else 0
-        if nbytes > self.max_fraction * self.index.manifest.size:
-            return f"unselective: candidates are {nbytes / max(1, self.index.manifest.size):.0%} of the corpus"
-        stops = _head_lines(pipeline) if self.max_fraction < 1 else None  # 1: always, when exact (tests)
-        if stops is not None and len(blocks):
-            # A head ends a plain scan at its N-th line: at best at the end of the N-th candidate block.
-            last = blocks[min(stops, len(blocks)) - 1]
-            if COPY_FACTOR * nbytes >= int(self.index.offsets[last] + self.index.lengths[last]):
-                return "a plain scan reaches the head's lines sooner"
         return Candidates(found, blocks, nbytes)
+
+    def _not_worth(self, pipeline: Pipeline, blocks: np.ndarray) -> str | None:
+        """Why reading `blocks` (or any superset of them) costs more than a plain run, else None.
+
+        A plain run reads the corpus, or with a head (`head`, `-m`) until its N-th line plus what
+        fills the writer's buffer (STOP_SLACK_LINES more lines), at best the end of that candidate
+        block; the index path costs FIXED_BYTES plus COPY_FACTOR times the candidates. A superset of
+        `blocks` costs at least as much and stops a plain run no later, so the answer holds for it.
+        max_fraction >= 1 means: always, when exact (the tests).
+        """
+        if self.max_fraction >= 1:
+            return None
+        size = self.index.manifest.size
+        nbytes = int(self.index.lengths[blocks].sum()) if len(blocks) else 0
+        if nbytes > self.max_fraction * size:
+            return f"unselective: candidates are at least {nbytes / max(1, size):.0%} of the corpus"
+        plain = size
+        stops = _head_lines(pipeline)
+        if stops is not None and len(blocks) > stops + STOP_SLACK_LINES:
+            last = blocks[stops + STOP_SLACK_LINES - 1]
+            plain = int(self.index.offsets[last] + self.index.lengths[last])
+        if FIXED_BYTES + COPY_FACTOR * nbytes >= plain:
+            return "a plain scan is as fast"
+        return None
 
     def run(self, pipeline: Pipeline, chosen: Candidates, timeout: float,
             max_output_bytes: int | None) -> RunResult | None:
