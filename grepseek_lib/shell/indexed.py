@@ -186,9 +186,13 @@ class IndexPath:
 
 
 def _head_lines(pipeline: Pipeline) -> int | None:
-    """N when a plain run of `pipeline` stops after N lines of its first stages (head, -m), else None."""
+    """N when a plain run of `pipeline` stops after about N lines of its first stage (head, -m), else None.
+
+    Only when every stage between the first and the head keeps every line (cut, tr): after another
+    filter (`rg X corpus.jsonl | rg -w Y | head`) the head's N-th line may come much later, or never.
+    """
     chosen = plan_pipeline(pipeline)
-    if chosen.strategy != HEAD:
+    if chosen.strategy != HEAD or any(s.program not in ("cut", "tr") for s in chosen.parallel[1:-1]):
         return None
     return max(1, chosen.head_lines or 1)
 
