@@ -53,6 +53,7 @@ def _exact(command, corpus, folder, engine, cap=None):
     assert (ours.stdout, ours.stderr, ours.exit_code) == (ref.stdout, ref.stderr, ref.returncode), command
 
 
+@pytest.mark.slow
 def test_ray_shards_are_exact(world):
     corpus, folder, engine, _ = world
     assert engine.plan(parse_command("rg -c the corpus.jsonl")).strategy == planner.SUM
@@ -60,6 +61,7 @@ def test_ray_shards_are_exact(world):
         _exact(command, corpus, folder, engine)
 
 
+@pytest.mark.slow
 def test_head_cancels_the_later_shards(world):
     corpus, folder, engine, _ = world
     began = time.monotonic()
@@ -69,12 +71,14 @@ def test_head_cancels_the_later_shards(world):
     _exact("rg e corpus.jsonl | head -n 1", corpus, folder, engine)
 
 
+@pytest.mark.slow
 def test_timeout_of_a_shard_is_a_timeout(world):
     corpus, folder, engine, _ = world
     result = engine.run("rg -c '(a|b|c|d|e)+(x|y)+q' corpus.jsonl", timeout=0.001)
     assert result.timed_out and result.exit_code == 124
 
 
+@pytest.mark.slow
 def test_ray_with_the_index_is_exact(ray_instance, tmp_path_factory):
     folder = tmp_path_factory.mktemp("ray-traps")
     corpus = _trap_corpus(folder / "corpus.jsonl")
@@ -92,3 +96,27 @@ def test_ray_needs_shards(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", n=5)
     with pytest.raises(UserError, match="--shards"):
         Engine(corpus, executor="ray")
+
+
+def test_shard_worker_runs_cancels_and_checks_its_shard(tmp_path):
+    """The actor's body without Ray: a run, a cancel that arrives first, a stale shard file."""
+    import threading
+
+    from grepseek_lib.shell.limits import DEFAULT_LIMITS
+    from grepseek_lib.shell.ray_executor import ShardWorker
+
+    (tmp_path / "ref").mkdir()
+    corpus = write_corpus(tmp_path / "ref" / "corpus.jsonl", n=50)
+    stat = corpus.stat()
+    worker = ShardWorker(str(corpus), stat.st_size, stat.st_mtime_ns)
+    pipeline = parse_command("rg -c the corpus.jsonl")
+    result = worker.run(1, pipeline, 30, None, DEFAULT_LIMITS)
+    assert result.stdout == bash("rg -c the corpus.jsonl", tmp_path / "ref").stdout
+    worker.cancel(2)  # cancelled before it started: never runs
+    assert worker.run(2, pipeline, 30, None, DEFAULT_LIMITS) is None
+    running = threading.Event()
+    worker.events[3] = running  # a run in flight: cancel sets the event its runner polls
+    worker.cancel(3)
+    assert running.is_set() and 3 not in worker.cancelled
+    with pytest.raises(RuntimeError, match="differs from the manifest"):
+        ShardWorker(str(corpus), stat.st_size + 1, stat.st_mtime_ns)
