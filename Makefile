@@ -57,11 +57,15 @@ browser-check: setup
 
 # The engine's goal is stated on 2 shards of a 1.2 GB corpus (the 15 MB mini-wiki is too small to gain).
 BENCH_CORPUS := data/scaled/corpus-1200mb.jsonl
+BENCH_INDEX  := data/scaled/corpus-1200mb.index
 
 bench: setup
 	test -f data/miniwiki/corpus.jsonl || $(BIN)/grepseek data build
 	test -f $(BENCH_CORPUS) || $(BIN)/grepseek data scale --size-mb 1200 --out $(BENCH_CORPUS)
-	$(BIN)/grepseek bench engine --corpus $(BENCH_CORPUS) --shards 2 --repeats 7
+	test -f $(BENCH_INDEX)/index.json || $(BIN)/grepseek index --corpus $(BENCH_CORPUS) --out $(BENCH_INDEX)
+	test -f data/coldstart/train.jsonl || $(BIN)/grepseek coldstart --limit 40
+	$(BIN)/grepseek bench engine --corpus $(BENCH_CORPUS) --shards 2 --repeats 7 --index $(BENCH_INDEX) \
+		--replay-chat data/coldstart/train.jsonl
 
 # The GPU check (scripts/gpu_check.py, docs/SCALE.md) on a machine where only torch / transformers / peft are
 # installed and no index can be reached: `make gpu-wheels` here downloads the other wheels for that machine's

@@ -20,6 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     engine.add_argument("--repeats", type=int, default=5, help="timed runs per pipeline and mode (median)")
     engine.add_argument("--fast-repeats", type=int, default=FAST_REPEATS,
                         help=f"at least this many runs for pipelines under {FAST_S * 1000:g} ms (noise)")
+    engine.add_argument("--index", type=Path, default=None,
+                        help="index folder (grepseek index): adds index + shards columns and selective rows")
+    engine.add_argument("--replay-chat", type=Path, nargs="*", default=[],
+                        help="with --index: also replay the tool commands of these chat files (cold-start train.jsonl)")
+    engine.add_argument("--replay-trajectories", type=Path, nargs="*", default=[],
+                        help="with --index: also replay the tool commands of these eval trajectory files")
     engine.add_argument("--out", type=Path, default=None,
                         help="folder for engine_bench.md / .csv (default: runs/bench_engine)")
     engine.set_defaults(func=engine_main)
@@ -48,10 +54,14 @@ def engine_main(args: argparse.Namespace) -> int:
     non_negative("--fast-repeats", args.fast_repeats)
     out = writable_dir(args.out or config.runs_dir() / "bench_engine")
     frame, summary = bench_engine(corpus, args.shards, repeats=args.repeats,
-                                  fast_repeats=args.fast_repeats)
+                                  fast_repeats=args.fast_repeats, index=args.index)
     csv_path, md_path = write_report(frame, summary, out)
     print(markdown_table(frame, summary))
     print(f"wrote {md_path} and {csv_path}")
+    if args.index is not None and (args.replay_chat or args.replay_trajectories):
+        from grepseek_lib.bench.engine import replay_report
+
+        print(replay_report(corpus, args.shards, args.index, args.replay_trajectories, args.replay_chat, out))
     return 0
 
 

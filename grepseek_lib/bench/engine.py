@@ -65,6 +65,22 @@ PIPELINES: tuple[BenchPipeline, ...] = (
     BenchPipeline("fallback", "awk 'length($0) > 3000' corpus.jsonl | wc -l", None),
 )
 
+#: Selective agent-like commands (rare names, phrases, -i, -n, head, counts): what the index is for.
+SELECTIVE: tuple[BenchPipeline, ...] = tuple(BenchPipeline("selective", c) for c in (
+    "rg -F -i 'Henry Feilden' corpus.jsonl | head -n 3",
+    "rg -F 'Kilimanjaro' corpus.jsonl",
+    "rg -n -F 'Eiffel Tower' corpus.jsonl",
+    "grep -c -F 'Marie Curie' corpus.jsonl",
+    "rg -F -i 'tolkien' corpus.jsonl | wc -l",
+    "rg -w 'Beethoven' corpus.jsonl | head -n 5",
+    "grep -i 'mount everest' corpus.jsonl",
+    "rg -c 'Apollo 1[0-9]' corpus.jsonl",
+    "rg -o -i 'zanzibar [a-z]+' corpus.jsonl | sort | uniq -c",
+    "rg -n -e 'Kilimanjaro' -e 'Mount Everest' corpus.jsonl | cut -c1-120",
+    "rg -F -i 'Einstein' corpus.jsonl | head -n 3",
+    "grep -n -F 'Danube' corpus.jsonl | head -n 5",
+))
+
 
 def bench_shards_dir(corpus: Path, n: int) -> Path:
     """Where the benchmark keeps its own shards (next to the corpus, so under data/ for data/ corpora)."""
@@ -113,8 +129,10 @@ def _timed(fn) -> tuple[float, Any]:
 
 
 def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats: int = FAST_REPEATS,
-                 pipelines: tuple[BenchPipeline, ...] = PIPELINES) -> tuple[Any, dict[str, Any]]:
-    """Time every pipeline sequentially and sharded; (per-pipeline DataFrame, summary dict)."""
+                 pipelines: tuple[BenchPipeline, ...] | None = None,
+                 index: Path | None = None) -> tuple[Any, dict[str, Any]]:
+    """Time every pipeline sequentially and sharded (and with `index`: index + shards, adding the
+    selective rows); (per-pipeline DataFrame, summary dict)."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -130,11 +148,14 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
         raise UserError(f"--shards must be at least 2 to compare with a sequential run, got {shards}")
     if repeats < 1:
         raise UserError(f"--repeats must be at least 1, got {repeats}")
+    if pipelines is None:
+        pipelines = PIPELINES + (SELECTIVE if index is not None else ())
     manifest = ensure_shards(corpus, shards)
     # Same page-cache layout for both sides: a file's write history must not decide the race.
-    pagecache.settle([corpus, *manifest.paths])
+    pagecache.settle([corpus, *manifest.paths, *(sorted(Path(index).glob("*")) if index is not None else [])])
     load_start = os.getloadavg()[0]
     engine = Engine(corpus, manifest.directory, min_shard_bytes=0)
+    indexed_engine = Engine(corpus, manifest.directory, min_shard_bytes=0, index=index) if index else None
     baseline = _parallel_runner(corpus, shards)
     rows = []
     for p in tqdm(pipelines, desc="bench engine", unit="pipeline"):
@@ -145,6 +166,9 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
 
         def sharded(pipeline=pipeline):
             return engine.run(pipeline, timeout=_TIMEOUT_S, max_output_bytes=None)
+
+        def indexed(pipeline=pipeline):
+            return indexed_engine.run(pipeline, timeout=_TIMEOUT_S, max_output_bytes=None)
 
         chosen = engine.plan(pipeline)
 
@@ -157,17 +181,21 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
         sharded()
         # Millisecond pipelines are at the mercy of scheduler noise: time them more often (it is cheap).
         rounds = max(repeats, fast_repeats) if warm_s < FAST_S else repeats
-        times: dict[str, list[float]] = {"sequential": [], "sharded": [], "parallel": [], "alone": []}
-        identical = True
+        times: dict[str, list[float]] = {"sequential": [], "sharded": [], "parallel": [], "alone": [], "indexed": []}
+        identical = index_identical = True
         parallel_identical: bool | None = None
         for r in range(rounds):
             order = [("sequential", sequential), ("sharded", sharded)]
+            order += [("indexed", indexed)] if indexed_engine is not None else []
             for mode, fn in order if r % 2 == 0 else order[::-1]:
                 seconds, result = _timed(fn)
                 times[mode].append(seconds)
+                same = (result.stdout, result.stderr, result.exit_code) == \
+                    (reference.stdout, reference.stderr, reference.exit_code)
                 if mode == "sharded":
-                    identical = identical and (result.stdout, result.stderr, result.exit_code) == \
-                        (reference.stdout, reference.stderr, reference.exit_code)
+                    identical = identical and same
+                elif mode == "indexed":
+                    index_identical = index_identical and same
             if chosen.strategy in (planner.CONCAT, planner.SUM, planner.SORT_MERGE):
                 times["alone"].append(_timed(first_shard_alone)[0])
             if baseline is not None:
@@ -179,8 +207,13 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
         par = statistics.median(times["sharded"])
         gnu = statistics.median(times["parallel"]) if times["parallel"] else math.nan
         alone = statistics.median(times["alone"]) if times["alone"] else math.nan
+        ix = statistics.median(times["indexed"]) if times["indexed"] else math.nan
         rows.append({
             "kind": p.kind, "pipeline": p.command, "strategy": chosen.strategy, "shard0_alone_s": alone,
+            "index_strategy": indexed_engine.strategy(pipeline) if indexed_engine else None, "indexed_s": ix,
+            "index_speedup": seq / ix if ix == ix and ix > 0 else math.nan,
+            "index_vs_best": min(seq, par) / ix if ix == ix and ix > 0 else math.nan,
+            "index_identical": index_identical if indexed_engine else None,
             "sequential_s": seq, "sharded_s": par, "speedup": seq / par if par > 0 else math.nan,
             "identical": identical, "parallel_s": gnu,
             "parallel_speedup": seq / gnu if gnu == gnu and gnu > 0 else math.nan,
@@ -197,6 +230,7 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
         "geomean_ideal_count_filter": _geomean(core.sequential_s / core.shard0_alone_s),
         "min_speedup_head": float(heads.speedup.min()) if len(heads) else math.nan,
         "all_identical": bool(frame.identical.all()),
+        **(_index_summary(frame, indexed_engine) if indexed_engine is not None else {}),
         "gnu_parallel": "installed" if baseline is not None else "not installed: baseline skipped",
         # Other work on the machine steals the cores the shards need: say how busy it was.
         "load_avg_1min_start": round(load_start, 2), "load_avg_1min_end": round(os.getloadavg()[0], 2),
@@ -204,6 +238,20 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
         "page_cache": "corpus and shards evicted and read back sequentially before timing",
     }
     return frame, summary
+
+
+def _index_summary(frame: Any, engine: Any) -> dict[str, Any]:
+    """The index's goals: geomean speed-up on selective rows, no slower than today's best elsewhere."""
+    selective = frame[frame.kind == "selective"]
+    other = frame[frame.kind != "selective"]
+    m = engine.index_path.index.manifest
+    size = sum(f.stat().st_size for f in m.directory.iterdir())
+    return {
+        "index": str(m.directory), "index_bytes": size, "index_build_s": m.build_s, "index_blocks": m.blocks,
+        "geomean_index_speedup_selective": _geomean(selective.index_speedup),
+        "min_index_vs_best_other": float(other.index_vs_best.min()) if len(other) else math.nan,
+        "all_index_identical": bool(frame.index_identical.all()),
+    }
 
 
 def _geomean(values: Any) -> float:
@@ -245,7 +293,64 @@ def markdown_table(frame: Any, summary: dict[str, Any]) -> str:
         f"reach {summary.get('geomean_ideal_count_filter', math.nan):.2f}x: the gap to the measured figure is "
         "contention between the cores (memory bandwidth for rg's fast literal scans), not merge work.",
     ]
+    if "index" in summary:
+        lines += [""] + _index_table(frame, summary, fmt)
     return "\n".join(lines) + "\n"
+
+
+def _index_table(frame: Any, summary: dict[str, Any], fmt) -> list[str]:
+    """The index columns: index + shards against sequential and against today's best (min of both)."""
+    lines = [
+        f"Index {summary['index']}: {summary['index_bytes'] / 1e6:.0f} MB "
+        f"({summary['index_bytes'] / summary['corpus_bytes']:.1%} of the corpus), {summary['index_blocks']} blocks, "
+        f"built in {summary['index_build_s']:g} s.",
+        "",
+        "| kind | pipeline | path with index | sequential s | best today s | index s | vs sequential | vs best today "
+        "| identical |",
+        "|---|---|---|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for row in frame.itertuples():
+        lines.append(
+            f"| {row.kind} | `{row.pipeline.replace('|', chr(92) + '|')}` | {row.index_strategy} | "
+            f"{row.sequential_s:.4f} | {min(row.sequential_s, row.sharded_s):.4f} | {row.indexed_s:.4f} | "
+            f"{fmt(row.index_speedup, '{:.1f}x')} | {fmt(row.index_vs_best, '{:.2f}x')} | "
+            f"{'yes' if row.index_identical else 'NO'} |")
+    lines += [
+        "",
+        f"Geometric-mean speed-up of the selective rows over sequential: "
+        f"{summary['geomean_index_speedup_selective']:.1f}x; the other rows with the index, against today's best "
+        f"path: at least {summary['min_index_vs_best_other']:.2f}x; all outputs identical to sequential: "
+        f"{'yes' if summary['all_index_identical'] else 'NO'}.",
+    ]
+    return lines
+
+
+def replay_report(corpus: Path, shards: int, index: Path, trajectories: list[Path], chats: list[Path],
+                  out: Path, repeats: int = 3) -> str:
+    """Replay agent commands (sequential, sharded, index + shards); the latency table as markdown."""
+    from grepseek_lib.bench.replay import collect_commands, latency_summary, replay
+
+    commands = collect_commands(trajectories, chats)
+    manifest = ensure_shards(Path(corpus), shards)
+    replayed = replay(list(commands.command), Path(corpus), manifest.directory, index=index, repeats=repeats,
+                      max_output_bytes=None)
+    replayed.to_csv(out / "engine_replay.csv", index=False)
+    table = latency_summary(replayed)
+    sources = ", ".join(f"{n} {s}" for s, n in commands.source.value_counts().items())
+    text = (f"Replayed {len(commands)} distinct agent commands ({sources}), median of {repeats} runs each, "
+            f"outputs uncapped:\n\n" + _frame_markdown(table) + "\n")
+    (out / "engine_replay.md").write_text(text)
+    return text
+
+
+def _frame_markdown(frame: Any) -> str:
+    """A small DataFrame as a markdown table (floats with 4 decimals), without optional packages."""
+    def cell(value: Any) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+    rows = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    rows += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(rows)
 
 
 def write_report(frame: Any, summary: dict[str, Any], out: Path) -> tuple[Path, Path]:

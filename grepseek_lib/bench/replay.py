@@ -69,13 +69,15 @@ def replay(
     corpus: Path,
     shards: Path | None,
     *,
+    index: Path | None = None,
     repeats: int = 1,
     timeout: float = config.DEFAULT_TIMEOUT_S,
     max_output_bytes: int | None = config.DEFAULT_MAX_OUTPUT_BYTES,
     progress: bool = True,
 ):
     """One row per (command, mode, repeat): seconds, exit code, output size, the sharded plan's strategy,
-    and whether the output equals the sequential run's. Refused commands (the agent's hostile or broken ones) are kept with
+    and whether the output equals the sequential run's. With `index`, an `indexed` mode runs the index
+    in front of the shards (or of one sequential run without shards), with its own strategy column. Refused commands (the agent's hostile or broken ones) are kept with
     mode timings of the refusal, flagged `refused`."""
     import pandas as pd
     from tqdm.auto import tqdm
@@ -87,6 +89,9 @@ def replay(
     engines = {"sequential": Engine(Path(corpus))}
     if shards is not None:
         engines["sharded"] = Engine(Path(corpus), shards_dir=Path(shards), min_shard_bytes=0)  # measure sharding itself
+    if index is not None:
+        engines["indexed"] = Engine(Path(corpus), shards_dir=None if shards is None else Path(shards),
+                                    min_shard_bytes=0, index=Path(index))
     rows: list[dict[str, Any]] = []
     try:
         for index, command in enumerate(tqdm(commands, desc="replay", unit="cmd", disable=not progress)):
@@ -97,6 +102,7 @@ def replay(
                              "exit_code": None, "stdout_bytes": 0, "same_as_sequential": None, "refused": True})
                 continue
             strategy = engines["sharded"].plan(pipeline).strategy if "sharded" in engines else "sequential"
+            index_strategy = engines["indexed"].strategy(pipeline) if "indexed" in engines else None
             for repeat in range(repeats):
                 order = list(engines) if (index + repeat) % 2 == 0 else list(reversed(engines))
                 outputs = {}
@@ -107,7 +113,8 @@ def replay(
                     outputs[mode] = (result.stdout, result.stderr, result.exit_code)
                     rows.append({"command": command, "mode": mode, "repeat": repeat, "seconds": seconds,
                                  "exit_code": result.exit_code, "stdout_bytes": len(result.stdout),
-                                 "timed_out": result.timed_out, "refused": False, "strategy": strategy})
+                                 "timed_out": result.timed_out, "refused": False, "strategy": strategy,
+                                 "index_strategy": index_strategy})
                 reference = outputs["sequential"]
                 for row in rows[-len(order):]:
                     row["same_as_sequential"] = outputs[row["mode"]] == reference

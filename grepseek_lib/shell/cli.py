@@ -28,6 +28,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_run_arguments(parser)
     parser.set_defaults(func=run_main)
     register_shard(subparsers)
+    register_index(subparsers)
+
+
+def register_index(subparsers: argparse._SubParsersAction) -> None:
+    """`grepseek index`: the word index that lets selective searches read a few blocks (shell/index.py)."""
+    parser = subparsers.add_parser(
+        "index", help="build the word index of the corpus (selective rg/grep read only candidate blocks)")
+    parser.add_argument("--corpus", type=Path, default=None, help="corpus file (default: the mini-wiki corpus, or env GREPSEEK_CORPUS)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="index folder (default: index/ next to corpus.jsonl, else <stem>.index/; "
+                             "found there automatically by `run`, the agent's tool and the engine)")
+    parser.set_defaults(func=index_main)
+
+
+def index_main(args: argparse.Namespace) -> int:
+    from grepseek_lib.shell.index import default_index_dir
+    from grepseek_lib.shell.index_build import build_index
+    from grepseek_lib.shell.runner import terminate_on_signals
+
+    corpus = resolve_corpus(args.corpus)
+    with terminate_on_signals():
+        m = build_index(corpus, args.out or default_index_dir(corpus))
+    size = sum(f.stat().st_size for f in m.directory.iterdir())
+    print(f"index of {corpus} ({m.size} bytes, {m.blocks} blocks of ~{m.block_bytes >> 10} KiB, {m.words} words) "
+          f"in {m.directory}: {size / 1e6:.1f} MB ({size / max(1, m.size):.1%} of the corpus), built in {m.build_s:g} s")
+    return 0
 
 
 def register_shard(subparsers: argparse._SubParsersAction) -> None:
@@ -64,6 +90,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--shards", type=Path, default=None, help="shard folder for the parallel engine")
     mode.add_argument("--sequential", action="store_true", help="one process chain over the whole corpus")
+    index = parser.add_mutually_exclusive_group()
+    index.add_argument("--index", type=Path, default=None,
+                       help="index folder (grepseek index); default: index/ beside the corpus or the shards, if any")
+    index.add_argument("--no-index", action="store_true", help="never use an index")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where shards run: local threads, or one Ray actor per shard (needs --shards)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster address for --executor ray (default: RAY_ADDRESS, else a local instance)")
     parser.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S,
                         help=f"seconds before the whole chain is killed (exit 124), at most {config.MAX_TIMEOUT_S:g}")
     parser.add_argument("--max-output-bytes", type=int, default=None,
@@ -97,7 +131,9 @@ def run_main(args: argparse.Namespace) -> int:
     out, err = sys.stdout.buffer, sys.stderr.buffer
     sys.stdout.flush()
     with terminate_on_signals():
-        engine = None if args.sequential else load_engine(corpus, args.shards)
+        index = False if args.no_index else args.index
+        engine = None if args.sequential else load_engine(corpus, args.shards, index, args.executor,
+                                                          args.ray_address)
         runner = engine.run if engine is not None else functools.partial(run_pipeline, corpus=corpus)
         result: RunResult = runner(pipeline, timeout=args.timeout, max_output_bytes=args.max_output_bytes,
                                    stdout_sink=out, stderr_sink=err)

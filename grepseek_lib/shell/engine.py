@@ -24,14 +24,19 @@ from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell import plan as planner
 from grepseek_lib.shell.folder import private_dir
+from grepseek_lib.shell.index import find_index, load_index
+from grepseek_lib.shell.indexed import MAX_FRACTION, IndexPath
 from grepseek_lib.shell.limits import DEFAULT_LIMITS
+from grepseek_lib.shell.merge import first_lines, renumber, run_post, shift
 from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.runner import EXIT_TRUNCATED, child_env, resolve_program, run_pipeline
 from grepseek_lib.shell.shards import Manifest, load_manifest
-from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, Refused, RunResult, Stage
+from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, Refused, RunResult
 
 #: A post part runs once on the merged output; beyond this many bytes a single run is cheaper.
 MAX_INTERMEDIATE_BYTES = 64 << 20
+#: A shard's result is awaited until the deadline plus this margin (its own chain is killed by then).
+WAIT_MARGIN_S = 10.0
 #: A head plan gives shard 0 this long alone: frequent matches finish there without extra processes.
 HEAD_GRACE_S = 0.03
 
@@ -62,8 +67,16 @@ class Engine:
     """Runs accepted pipelines over a corpus, sharded when `shards_dir` holds a fresh manifest."""
 
     def __init__(self, corpus: str | Path, shards_dir: str | Path | None = None, *, workers: int | None = None,
-                 min_shard_bytes: int | None = None):
-        """`min_shard_bytes`: below this average shard size one sequential run is used (config.min_shard_bytes)."""
+                 min_shard_bytes: int | None = None, index: str | Path | bool | None = False,
+                 index_fraction: float | None = None, executor: str = "local", ray_address: str | None = None):
+        """`min_shard_bytes`: below this average shard size one sequential run is used (config.min_shard_bytes).
+
+        `index`: an index folder (grepseek index), None to use one found beside the corpus or the
+        shards (index.find_index), False for none. A stale index raises UserError, as stale shards do.
+        `index_fraction`: the index answers when its candidates are at most this part of the corpus
+        (default indexed.MAX_FRACTION). `executor`: "local" (a thread pool here) or "ray" (one actor
+        per shard, placed by the custom resource grepseek_shard_<i>; `ray_address` of the cluster).
+        """
         self.min_shard_bytes = config.min_shard_bytes() if min_shard_bytes is None else min_shard_bytes
         self.corpus = Path(corpus).expanduser()
         if not self.corpus.is_file():
@@ -73,10 +86,26 @@ class Engine:
             self.manifest = load_manifest(shards_dir, self.corpus)
             stat = self.corpus.stat()
             self._corpus_stat = (stat.st_size, stat.st_mtime_ns)  # as checked against the manifest
+        self.index_path: IndexPath | None = None
+        index_dir = find_index(self.corpus, shards_dir, index)
+        if index_dir is not None:
+            self.index_path = IndexPath(load_index(index_dir, self.corpus), self.corpus,
+                                        MAX_FRACTION if index_fraction is None else index_fraction)
+            stat = self.corpus.stat()
+            self._index_stat = (stat.st_size, stat.st_mtime_ns)
         n = len(self.manifest.shards) if self.manifest else 1
         self.workers = max(1, min(n, workers or os.cpu_count() or 1))
         #: Shard chains run `workers` at a time: together they get one chain's memory budget.
         self.shard_limits = DEFAULT_LIMITS.share(self.workers)
+        self.remote = None
+        if executor == "ray":
+            if self.manifest is None:
+                raise UserError("--executor ray runs shards: give --shards DIR")
+            from grepseek_lib.shell.ray_executor import RayShards  # deferred: ray is heavy
+
+            self.remote = RayShards(self.manifest, ray_address, self.shard_limits)
+        elif executor != "local":
+            raise UserError(f"unknown executor {executor!r}; use local or ray")
 
     # ---- public ---------------------------------------------------------------------------------
 
@@ -89,6 +118,12 @@ class Engine:
         if self.manifest.has_nul:
             return planner.sequential("the corpus holds NUL bytes (binary detection differs per shard)")
         return planner.plan_pipeline(pipeline)
+
+    def strategy(self, pipeline: Pipeline) -> str:
+        """"index" when the index answers `pipeline`, else the plan's strategy (for benchmarks and logs)."""
+        if self.index_path is not None and not isinstance(self.index_path.choose(pipeline), str):
+            return "index"
+        return self.plan(pipeline).strategy
 
     def run(self, pipeline: Pipeline | str, timeout: float, max_output_bytes: int | None = None, *,
             stdout_sink: BinaryIO | None = None, stderr_sink: BinaryIO | None = None) -> RunResult:
@@ -103,6 +138,15 @@ class Engine:
                 from grepseek_lib.shell.tool import refused_result
 
                 return _deliver(refused_result(exc), stdout_sink, stderr_sink)
+        began = time.monotonic()
+        if self.index_path is not None:
+            candidates = self.index_path.choose(pipeline)
+            if not isinstance(candidates, str):
+                self._check_index_fresh()
+                result = self.index_path.run(pipeline, candidates, timeout, max_output_bytes)
+                if result is not None:
+                    return _deliver(result, stdout_sink, stderr_sink)
+                timeout = max(0.001, timeout - (time.monotonic() - began))
         chosen = self.plan(pipeline)
         if chosen.sharded:
             self._check_fresh()
@@ -129,6 +173,15 @@ class Engine:
             self.manifest = load_manifest(self.manifest.directory, self.corpus)
             self._corpus_stat = (stat.st_size, stat.st_mtime_ns)
 
+    def _check_index_fresh(self) -> None:
+        """As _check_fresh, for the index: a changed stat loads (and checks) the index again."""
+        stat = self.corpus.stat()
+        assert self.index_path is not None
+        if (stat.st_size, stat.st_mtime_ns) != self._index_stat:
+            index = load_index(self.index_path.index.manifest.directory, self.corpus)
+            self.index_path = IndexPath(index, self.corpus, self.index_path.max_fraction)
+            self._index_stat = (stat.st_size, stat.st_mtime_ns)
+
     def _run_shard(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None,
                    cancel: threading.Event,
                    on_slow: tuple[float, Callable[[], None]] | None = None) -> RunResult | None:
@@ -141,7 +194,26 @@ class Engine:
         return run_pipeline(pipeline, self.manifest.shard_path(index), timeout=remaining, max_output_bytes=cap,
                             limits=self.shard_limits, cancel=cancel, on_slow=on_slow)
 
+    def _run_first(self, pipeline: Pipeline, deadline: float, cap: int | None,
+                   start_rest: Callable[[], None]) -> _ShardRun:
+        """Shard 0 of a head plan; the other shards start only if it is still busy after HEAD_GRACE_S.
+
+        Locally it runs in this thread (no hand-off): frequent matches end there, as fast as one run.
+        """
+        if self.remote is not None:
+            return self.remote.run_first(pipeline, deadline, cap, HEAD_GRACE_S, start_rest)
+        cancel = threading.Event()
+        try:
+            first = self._run_shard(0, pipeline, deadline, cap, cancel, on_slow=(HEAD_GRACE_S, start_rest))
+        except Exception:
+            raise _Fallback from None
+        done: Future = Future()
+        done.set_result(first)
+        return _ShardRun(done, cancel)
+
     def _start(self, index: int, pipeline: Pipeline, deadline: float, cap: int | None) -> _ShardRun:
+        if self.remote is not None:
+            return self.remote.start(index, pipeline, deadline, cap)
         cancel = threading.Event()
         future = shared_pool(self.workers).submit(self._run_shard, index, pipeline, deadline, cap, cancel)
         return _ShardRun(future, cancel)
@@ -165,22 +237,13 @@ class Engine:
 
         try:
             if chosen.strategy == planner.HEAD:
-                # Shard 0 runs in this thread (no hand-off): frequent matches end there, as fast as one
-                # run. Only if it is still busy after a grace period do the other shards start.
                 def start_rest() -> None:
                     for j in range(1, n):
                         start(j)
 
-                cancel = threading.Event()
-                try:
-                    first = self._run_shard(0, shard_pipeline, deadline, cap, cancel,
-                                            on_slow=(HEAD_GRACE_S, start_rest))
-                except Exception:
-                    raise _Fallback from None
-                done: Future = Future()
-                done.set_result(first)
+                first = self._run_first(shard_pipeline, deadline, cap, start_rest)
                 with lock:
-                    runs[0] = _ShardRun(done, cancel)
+                    runs[0] = first
             else:
                 for i in range(n):
                     start(i)
@@ -188,7 +251,9 @@ class Engine:
             merger = _Merger(chosen, self.manifest)
             for i in range(n):
                 try:
-                    result = start(i).future.result()
+                    result = start(i).future.result(timeout=max(0.0, deadline - time.monotonic()) + WAIT_MARGIN_S)
+                except TimeoutError:  # a remote shard that never answered: a timeout, as a local one
+                    return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
                 except Exception:  # e.g. no room for the private folder: one run decides what happens
                     raise _Fallback from None
                 if result is None:
@@ -212,27 +277,10 @@ class Engine:
         if chosen.post:
             if len(stdout) > MAX_INTERMEDIATE_BYTES:
                 raise _Fallback
-            return self._run_post(pipeline, chosen.post, stdout, deadline, max_output_bytes)
+            return run_post(pipeline, chosen.post, stdout, deadline, max_output_bytes)
         if max_output_bytes is not None and len(stdout) > max_output_bytes:
             return RunResult(stdout[:max_output_bytes], b"", EXIT_TRUNCATED, truncated=True)
         return RunResult(stdout, b"", code)
-
-    def _run_post(self, pipeline: Pipeline, post: tuple[Stage, ...], merged: bytes, deadline: float,
-                  max_output_bytes: int | None) -> RunResult:
-        """The stages that must run once, fed the merged bytes exactly as the earlier stages print them."""
-        with private_dir("merge") as folder:
-            stream = folder / "merged.jsonl"
-            stream.write_bytes(merged)
-            rest = Pipeline(text=pipeline.text, stages=(Stage(("cat", "corpus.jsonl")), *post))
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
-            # notes number the post stages as in the whole pipeline (the `cat` stands for the stage before)
-            result = run_pipeline(rest, stream, timeout=remaining, max_output_bytes=max_output_bytes,
-                                  first_stage=len(pipeline.stages) - len(post))
-            if result.timed_out:
-                return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
-            return result
 
 
 def _deliver(result: RunResult, stdout_sink: BinaryIO | None, stderr_sink: BinaryIO | None) -> RunResult:
@@ -272,9 +320,12 @@ class _Merger:
     def add(self, index: int, out: bytes) -> bool:
         """Take shard `index`'s output; True once a head plan needs nothing from later shards."""
         p = self.plan
-        if p.renumber is not None:
-            out = _renumber(out, p.renumber, self.manifest.shards[index].first_line - 1,
-                            self.manifest.shards[index].byte_offset)
+        if p.renumber is not None and index > 0:  # shard 0 starts the file: its numbers are right
+            shard = self.manifest.shards[index]
+            try:
+                out = renumber(out, p.renumber, shift(shard.first_line - 1), shift(shard.byte_offset))
+            except ValueError:
+                raise _Fallback from None
         if p.strategy != planner.HEAD:
             self.parts.append(out)
             return False
@@ -283,7 +334,7 @@ class _Merger:
             self.parts.append(out)
             self.size += len(out)
             return self.size >= p.head_bytes
-        out = _first_lines(out, p.head_lines - self.lines)
+        out = first_lines(out, p.head_lines - self.lines)
         self.parts.append(out)
         self.lines += out.count(b"\n")
         return self.lines >= p.head_lines
@@ -299,46 +350,6 @@ class _Merger:
         if p.strategy == planner.SORT_MERGE:
             return _sort_merge(self.parts, p, deadline), 0
         raise AssertionError(p.strategy)
-
-
-def _first_lines(data: bytes, n: int) -> bytes:
-    """The first n lines of data (newline-terminated, as head -n counts)."""
-    if n <= 0:
-        return b""
-    pos = -1
-    for _ in range(n):
-        pos = data.find(b"\n", pos + 1)
-        if pos < 0:
-            return data
-    return data[: pos + 1]
-
-
-def _renumber(out: bytes, spec: planner.Renumber, line_base: int, byte_base: int) -> bytes:
-    """Shift the line numbers / byte offsets of `rg|grep -n/-b` output by the shard's place in the file."""
-    if not out or (line_base == 0 and byte_base == 0):
-        return out
-    lines = out.split(b"\n")
-    tail = lines.pop()  # b"" when out ends with a newline
-    if tail:
-        raise _Fallback  # rg and grep end every line they print
-    fixed = []
-    for line in lines:
-        if not line.startswith(spec.prefix):
-            raise _Fallback
-        pos = len(spec.prefix)
-        pieces = [spec.prefix]
-        for name in spec.fields:
-            colon = line.find(b":", pos)
-            digits = line[pos:colon]
-            if colon < 0 or not digits.isdigit():
-                raise _Fallback
-            value = int(digits) + (line_base if name == "line" else byte_base if name == "byte" else 0)
-            pieces.append(b"%d:" % value)
-            pos = colon + 1
-        pieces.append(line[pos:])
-        fixed.append(b"".join(pieces))
-    fixed.append(b"")
-    return b"\n".join(fixed)
 
 
 def _sum_counts(parts: list[bytes], codes: list[int]) -> tuple[bytes, int]:
@@ -385,7 +396,7 @@ def _sort_merge(parts: list[bytes], p: planner.Plan, deadline: float) -> bytes:
         merged = proc.stdout
     if p.merge_uniq:
         merged = _uniq(merged)
-    return _first_lines(merged, p.head_lines or 0)
+    return first_lines(merged, p.head_lines or 0)
 
 
 def _uniq(data: bytes) -> bytes:

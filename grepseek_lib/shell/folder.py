@@ -28,7 +28,7 @@ from pathlib import Path
 from grepseek_lib.config import LOGICAL_CORPUS_NAME
 
 #: Every private folder this package makes starts with one of these kinds: `grepseek-<kind>-<pid>-`.
-KINDS = ("run", "merge", "sortm")
+KINDS = ("run", "merge", "sortm", "cand")
 _ORPHAN = re.compile(r"^\.?grepseek-(?:" + "|".join(KINDS) + r")-(\d+)-")
 
 _OWNER = ".owner"

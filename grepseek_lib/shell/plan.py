@@ -356,7 +356,8 @@ _GREP_RECURSIVE = frozenset("-r -R --recursive --dereference-recursive -d --dire
                             "--exclude-dir --exclude-from".split())
 
 
-def _post_reason(stage: Stage) -> str | None:
+def post_reason(stage: Stage) -> str | None:
+    """None when `stage` may run on a stream that stands for the corpus output (it reads no path), else why not."""
     if stage.program not in _POST_PROGRAMS:
         return f"{stage.program} looks at the folder"
     for word in stage.argv[1:]:
@@ -395,7 +396,7 @@ def _with_post(plan: Plan, rest: tuple[Stage, ...], reduces: bool) -> Plan:
     if not reduces:
         return sequential("no stage reduces the data before the stages that must run once")
     for stage in rest:
-        reason = _post_reason(stage)
+        reason = post_reason(stage)
         if reason:
             return sequential(f"post stage: {reason}")
     return Plan(**{**plan.__dict__, "post": rest})

@@ -300,7 +300,8 @@ def _pump(run: _Run, stdout_fd: int, err_r: int) -> None:
 def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output_bytes: int | None,
                  stdout_sink: BinaryIO | None = None, stderr_sink: BinaryIO | None = None,
                  limits: Limits = DEFAULT_LIMITS, cancel: threading.Event | None = None,
-                 on_slow: tuple[float, Callable[[], None]] | None = None, first_stage: int = 1) -> RunResult:
+                 on_slow: tuple[float, Callable[[], None]] | None = None, first_stage: int = 1,
+                 corpus_bytes: int | None = None) -> RunResult:
     """Run `pipeline` over `corpus` (seen as corpus.jsonl). Exit status is the last stage's, as bash.
 
     Without sinks, stdout and stderr are returned in the RunResult; with sinks they are written there
@@ -312,7 +313,8 @@ def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output
     `on_slow=(seconds, callback)` calls `callback` from this thread once the chain has run that long
     (the engine starts the other shards of a head plan only then, without a helper thread).
     `first_stage` is the number stage notes give the first stage (the engine's post part runs the
-    tail of a longer pipeline).
+    tail of a longer pipeline). `corpus_bytes` sizes the limits (sort's scratch) when `corpus` stands
+    for a larger file (the index's candidate blocks): the stages get the limits of a run on that file.
     """
     for stage in pipeline.stages:  # defence in depth: a Pipeline built by hand is checked too
         policy.check_stage(list(stage.argv))
@@ -322,7 +324,8 @@ def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output
     run = _Run(start + timeout, max_output_bytes, stdout_sink, stderr_sink, limits, cancel, slow)
     corpus = Path(corpus)
     with run_folder(corpus) as folder:
-        return _run_in(pipeline, folder, corpus.stat().st_size, timeout, run, first_stage)
+        size = corpus.stat().st_size if corpus_bytes is None else corpus_bytes
+        return _run_in(pipeline, folder, size, timeout, run, first_stage)
 
 
 def _run_in(pipeline: Pipeline, folder: RunFolder, corpus_bytes: int, timeout: float, run: _Run,

@@ -41,16 +41,22 @@ class ShardInfo:
 
 
 @dataclass(frozen=True)
-class Manifest:
-    """The source file as it was when sharded, and its shards in order."""
+class SourceRecord:
+    """What a manifest (shards or index) in `directory` recorded about the file it was made from."""
 
     directory: Path
     source: str
     size: int
     mtime_ns: int
     sha256: str
-    #: A NUL byte makes rg/grep switch to binary mode at a position that differs per shard.
+    #: A NUL byte makes rg/grep switch to binary mode at a position that differs per shard (or block).
     has_nul: bool
+
+
+@dataclass(frozen=True)
+class Manifest(SourceRecord):
+    """The source file as it was when sharded, and its shards in order."""
+
     shards: tuple[ShardInfo, ...]
 
     def shard_path(self, index: int) -> Path:
@@ -302,6 +308,30 @@ def read_manifest(directory: str | Path) -> Manifest:
         raise UserError(f"{path} is not a valid shard manifest ({reason}); rebuild with `grepseek shard`") from None
 
 
+def check_source(source: Path, record: SourceRecord, what: str, verb: str, rebuild: str, *,
+                 verify: bool = False) -> int | None:
+    """Refuse (UserError) a `record` that no longer describes `source`; the new mtime to record, if any.
+
+    Size first (cheap); the sha256 only when the cheap check cannot decide: another path than the
+    recorded one, a new mtime (a byte-identical rewrite, e.g. `grepseek data build` run again,
+    passes once and the caller records the new mtime), or verify=True.
+    """
+    if not source.is_file():
+        raise UserError(f"corpus {source} of the {what} does not exist; {rebuild}")
+    stat = source.stat()
+    if stat.st_size != record.size:
+        raise UserError(f"stale {what}: corpus {source} changed since it was {verb} (its size differs); {rebuild}")
+    same_path = str(source) == record.source
+    if verify or not same_path or stat.st_mtime_ns != record.mtime_ns:
+        if file_sha256(source) != record.sha256:
+            why = (f"corpus {source} changed since it was {verb} (its sha256 differs)" if same_path else
+                   f"they were {verb} from {record.source}, whose content differs from {source} (sha256)")
+            raise UserError(f"stale {what}: {why}; {rebuild}")
+        if same_path and stat.st_mtime_ns != record.mtime_ns:
+            return stat.st_mtime_ns
+    return None
+
+
 def load_manifest(directory: str | Path, corpus: str | Path | None = None, *, verify: bool = False) -> Manifest:
     """The manifest in `directory`, checked against the corpus (default: the one it was built from).
 
@@ -314,20 +344,9 @@ def load_manifest(directory: str | Path, corpus: str | Path | None = None, *, ve
     directory = manifest.directory
     source = Path(corpus).expanduser().resolve() if corpus is not None else Path(manifest.source)
     rebuild = f"rebuild with `grepseek shard --corpus {source} --shards {len(manifest.shards)} --out {directory}`"
-    if not source.is_file():
-        raise UserError(f"corpus {source} of the shards in {directory} does not exist; {rebuild}")
-    stat = source.stat()
-    if stat.st_size != manifest.size:
-        raise UserError(f"stale shards in {directory}: corpus {source} changed since it was sharded "
-                        f"(its size differs); {rebuild}")
-    same_path = str(source) == manifest.source
-    if verify or not same_path or stat.st_mtime_ns != manifest.mtime_ns:
-        if file_sha256(source) != manifest.sha256:
-            what = (f"corpus {source} changed since it was sharded (its sha256 differs)" if same_path else
-                    f"they were cut from {manifest.source}, whose content differs from {source} (sha256)")
-            raise UserError(f"stale shards in {directory}: {what}; {rebuild}")
-        if same_path and stat.st_mtime_ns != manifest.mtime_ns:
-            manifest = _record_mtime(manifest, stat.st_mtime_ns)
+    new_mtime = check_source(source, manifest, f"shards in {directory}", "sharded", rebuild, verify=verify)
+    if new_mtime is not None:
+        manifest = _record_mtime(manifest, new_mtime)
     _check_shard_files(manifest, rebuild)
     return manifest
 

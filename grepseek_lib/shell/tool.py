@@ -32,17 +32,22 @@ def refused_result(exc: Refused | str) -> RunResult:
     return RunResult(b"", (refusal_line(exc) + "\n").encode(), EXIT_REFUSED)
 
 
-def load_engine(corpus: Path, shards: Path | str | None):
-    """The sharded engine when shards are given and the engine is built; None means sequential."""
-    if shards is None:
+def load_engine(corpus: Path, shards: Path | str | None, index: Path | str | bool | None = None,
+                executor: str = "local", ray_address: str | None = None):
+    """The engine when shards are given or an index is found (index.find_index); None means sequential.
+
+    `index`: an index folder, None to use one beside the corpus or the shards if there is one, False
+    for none. Without shards and without an index, nothing changes: one sequential run per command.
+    `executor="ray"` runs the shards on Ray actors (`ray_address`: the cluster; see engine.Engine).
+    """
+    from grepseek_lib.shell.index import find_index
+
+    if shards is None and find_index(Path(corpus), None, index) is None:
         return None
-    try:
-        from grepseek_lib.shell.engine import Engine
-    except ModuleNotFoundError as exc:
-        if exc.name == "grepseek_lib.shell.engine":
-            return None  # not built yet: the sequential runner prints the same bytes
-        raise
-    return Engine(corpus, shards_dir=Path(shards))
+    from grepseek_lib.shell.engine import Engine
+
+    return Engine(corpus, shards_dir=None if shards is None else Path(shards), index=index, executor=executor,
+                  ray_address=ray_address)
 
 
 def run_command(command: str, corpus: Path, *, timeout: float, max_output_bytes: int | None,
@@ -125,11 +130,13 @@ def observation_text(payload: dict[str, Any]) -> str:
 
 
 class ShellTool:
-    """The agent's shell: `tool(command) -> payload`; sequential, or sharded when `shards` is given."""
+    """The agent's shell: `tool(command) -> payload`; sequential, or sharded when `shards` is given, and
+    narrowed by the index (`index`: a folder, None to use `<corpus dir>/index/` when it exists, False: none)."""
 
     def __init__(self, corpus: Path | str, shards: Path | str | None = None,
                  timeout: float = config.DEFAULT_TIMEOUT_S, max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS,
-                 tokenizer: Any = None, max_output_bytes: int | None = config.DEFAULT_MAX_OUTPUT_BYTES):
+                 tokenizer: Any = None, max_output_bytes: int | None = config.DEFAULT_MAX_OUTPUT_BYTES,
+                 index: Path | str | bool | None = None, executor: str = "local", ray_address: str | None = None):
         self.corpus = Path(corpus)
         if not self.corpus.is_file():
             raise UserError(f"corpus not found: {self.corpus}; build it with `grepseek data build` "
@@ -138,7 +145,7 @@ class ShellTool:
         self.max_obs_tokens = max_obs_tokens
         self.tokenizer = tokenizer
         self.max_output_bytes = check_max_output_bytes(max_output_bytes, "max_output_bytes")
-        self.engine = load_engine(self.corpus, shards)
+        self.engine = load_engine(self.corpus, shards, index, executor, ray_address)
 
     def run(self, command: str) -> RunResult:
         """The raw result (refusals included) for callers that need bytes, e.g. the cold-start verifier."""

@@ -1,0 +1,140 @@
+"""Which pipelines the index may answer: a first rg/grep stage whose every match holds known literals.
+
+Such a stage prints exactly the same bytes when it reads only the blocks that hold those literals
+(a line matches or not on its own, and a block holds whole lines), provided nothing it prints
+depends on the lines it does not select: no -v, no context, no multiline, no -f. Counts (-c), -m,
+-o, -l, -q, -r and binary-free text behave the same on the candidates, with one exception handled
+by running the real program anyway (an empty candidate set still runs it, on an empty file, so
+`grep -c` prints 0 and `rg -c` prints nothing, exactly as on the corpus). Line numbers and byte
+offsets (-n, -b, --column) are rewritten from block offsets. Every later stage runs unchanged on
+the first stage's output, so it must not read any path (plan.post_reason). Case flags do not matter:
+the index folds case more widely than either program (fold.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grepseek_lib.shell import literals, policy
+from grepseek_lib.shell.plan import CORPUS_OPERANDS, Renumber, post_reason
+from grepseek_lib.shell.types import Pipeline, Refused
+
+#: Options that do not change which lines match nor let unselected lines reach the output.
+_SAFE = {
+    "rg": frozenset(
+        "-i --ignore-case -S --smart-case -s --case-sensitive -F --fixed-strings -w --word-regexp -x --line-regexp "
+        "-a --text --regexp --no-heading --trim -M --max-columns --max-columns-preview --no-config "
+        "--line-buffered --block-buffered --mmap --no-mmap --no-messages --no-ignore --hidden -c --count "
+        "--count-matches -m --max-count -o --only-matching -r --replace -l --files-with-matches -q --quiet "
+        "-n --line-number -N --no-line-number -b --byte-offset --column -H --with-filename -I --no-filename "
+        "--color --colour".split()),
+    "grep": frozenset(
+        "-E --extended-regexp -F --fixed-strings -G --basic-regexp -i -y --ignore-case --no-ignore-case -w "
+        "--word-regexp -x --line-regexp -a --text -s --no-messages --regexp -U --binary --line-buffered -I "
+        "-c --count -m --max-count -o --only-matching -l --files-with-matches -q --quiet --silent "
+        "-n --line-number -b --byte-offset -H --with-filename -h --no-filename --color --colour".split()),
+}
+_MATCHERS = {"-E": literals.ERE, "--extended-regexp": literals.ERE, "-F": literals.FIXED,
+             "--fixed-strings": literals.FIXED, "-G": literals.BRE, "--basic-regexp": literals.BRE}
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """A pipeline the index may answer: the literals its first stage needs, and how to renumber."""
+
+    alternatives: tuple[tuple[str, ...], ...]
+    renumber: Renumber | None
+
+
+def analyze(pipeline: Pipeline) -> Prefilter | str:
+    """The Prefilter of `pipeline`, or the reason the index cannot answer it exactly."""
+    first = pipeline.stages[0]
+    if first.program not in _SAFE:
+        return f"{first.program} is not a search the index can narrow"
+    try:
+        parsed = policy.parse_args(first.program, list(first.argv[1:]), policy.RG if first.program == "rg"
+                                   else policy.GREP)
+    except Refused as exc:
+        return str(exc)
+    unsafe = [name for name, _ in parsed.options if name not in _SAFE[first.program]]
+    if unsafe:
+        return f"{first.program} {unsafe[0]} may print lines the index does not select"
+    patterns = parsed.values("--regexp")
+    operands = list(parsed.operands)
+    if not patterns:
+        if not operands:
+            return f"{first.program} without a pattern"
+        patterns, operands = [operands[0]], operands[1:]
+    if len(operands) != 1 or operands[0] not in CORPUS_OPERANDS:
+        return f"{first.program} does not read exactly corpus.jsonl"
+    syntax = _syntax(first.program, parsed)
+    if syntax is None:
+        return "grep with more than one matcher (-E, -F, -G)"
+    alternatives = _alternatives(first.program, patterns, syntax)
+    if alternatives is None:
+        return "a pattern without a literal every match must contain"
+    renumber = _renumber(first.program, parsed, operands[0])
+    if isinstance(renumber, str):
+        return renumber
+    for stage in pipeline.stages[1:]:
+        reason = post_reason(stage)
+        if reason:
+            return f"later stage: {reason}"
+    return Prefilter(alternatives, renumber)
+
+
+def _syntax(program: str, parsed: policy.ParsedArgs) -> str | None:
+    kinds = {_MATCHERS[name] for name, _ in parsed.options if name in _MATCHERS}
+    if program == "rg":
+        return literals.FIXED if literals.FIXED in kinds else literals.RUST
+    if len(kinds) > 1:
+        return None
+    return kinds.pop() if kinds else literals.BRE
+
+
+def _alternatives(program: str, patterns: list[str], syntax: str) -> tuple[tuple[str, ...], ...] | None:
+    """OR over patterns (grep also splits each pattern at newlines) of AND-ed literals."""
+    found: list[tuple[str, ...]] = []
+    for pattern in patterns:
+        if "\n" in pattern and program == "rg":
+            return None
+        for piece in pattern.split("\n"):
+            try:
+                piece.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+            alts = literals.required(piece, syntax)
+            if alts is None:
+                return None
+            found.extend(tuple(alt) for alt in alts)
+    return tuple(found)
+
+
+def _renumber(program: str, parsed: policy.ParsedArgs, operand: str) -> Renumber | None | str:
+    """How -n/-b/--column output is rewritten; None when nothing is numbered; a str: not handled."""
+    line, column, byte = None, False, False
+    fname = False
+    for name, value in parsed.options:
+        if name in ("-n", "--line-number"):
+            line = True
+        elif name in ("-N", "--no-line-number"):
+            line = False
+        elif name in ("-b", "--byte-offset"):
+            byte = True
+        elif name == "--column":
+            column = True
+        elif name in ("-H", "--with-filename"):
+            fname = True
+        elif name in ("-I", "-h", "--no-filename"):
+            fname = False
+        elif name in ("-r", "--replace") and "\n" in (value or ""):
+            return "a replacement with a newline"
+    if not (line or byte or column):
+        return None
+    if parsed.has("-c", "--count", "--count-matches", "-l", "--files-with-matches", "-q", "--quiet", "--silent"):
+        return "numbering with -c, -l or -q"
+    if column and line is False:
+        return "rg --column with -N"
+    fields = (("line",) if line or column else ()) + (("column",) if column else ()) + (("byte",) if byte else ())
+    return Renumber(prefix=(operand + ":").encode() if fname else b"", fields=fields)
+

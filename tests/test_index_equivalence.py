@@ -1,0 +1,160 @@
+"""The index path prints exactly what `bash -c` prints, alone and combined with shards.
+
+Corpora hold case-folding traps (K / k / U+212A KELVIN SIGN, s / U+017F LONG S, U+0130 / U+0131),
+raw UTF-8, JSON escapes, duplicate lines, regex metacharacters, and blocks of a few lines (the
+index is built with tiny blocks, so matches sit on the first and last line of blocks).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_shell_helpers import bash, write_corpus
+
+from grepseek_lib.shell.engine import Engine
+from grepseek_lib.shell.index_build import build_index
+from grepseek_lib.shell.policy import parse_command
+from grepseek_lib.shell.runner import run_pipeline
+from grepseek_lib.shell.shards import build_shards
+
+TRAPS = [
+    "Kelvin scale 300 \u212a hot", "kelvin lower", "KELVIN upper", "\u017fong s and long s", "LONG S",
+    "\u0130stanbul capital I dot", "\u0131rmak dotless", "istanbul plain", "Henry Feilden (soldier)",
+    "feilden lowercase", "a.b*c [x] (y) {z} $HOME ^caret a|b back\\slash", "stra\u00dfe STRASSE stra\u1e9ee",
+    "caf\u00e9 CAF\u00c9", "dup line", "dup line", "12:34 numbers 5678", "", "x",
+]
+
+
+def _trap_corpus(path: Path) -> Path:
+    lines = [f'{{"id": "{i}", "contents": "{text}"}}' for i, text in enumerate(TRAPS * 3)]
+    path.write_bytes(("\n".join(lines)).encode("utf-8"))  # no final newline
+    return path
+
+
+def _world(kind: str, tmp_path_factory) -> tuple[Path, Path, dict[str, Engine]]:
+    folder = tmp_path_factory.mktemp(kind)
+    corpus = folder / "corpus.jsonl"
+    if kind == "traps":
+        _trap_corpus(corpus)
+    else:
+        write_corpus(corpus, n=200)
+    side = tmp_path_factory.mktemp(kind + "-side")  # not in the folder bash runs in
+    index = build_index(corpus, side / "index", block_bytes=300).directory
+    shards = build_shards(corpus, 3, side / "shards").directory
+    engines = {
+        "index": Engine(corpus, index=index, index_fraction=1.0),
+        "index+shards": Engine(corpus, shards, index=index, index_fraction=1.0),
+    }
+    return corpus, folder, engines
+
+
+@pytest.fixture(scope="module", params=["traps", "wiki"])
+def world(request, tmp_path_factory):
+    return _world(request.param, tmp_path_factory)
+
+
+def assert_exact(command: str, corpus: Path, folder: Path, engine: Engine, cap: int | None = None) -> str:
+    pipeline = parse_command(command)
+    ours = engine.run(pipeline, timeout=30, max_output_bytes=cap)
+    one = run_pipeline(pipeline, corpus, timeout=30, max_output_bytes=cap)
+    strategy = engine.strategy(pipeline)
+    assert (ours.stdout, ours.stderr, ours.exit_code, ours.truncated) == \
+        (one.stdout, one.stderr, one.exit_code, one.truncated), (command, strategy)
+    if cap is None:
+        ref = bash(command, folder)
+        assert (ours.stdout, ours.stderr, ours.exit_code) == (ref.stdout, ref.stderr, ref.returncode), \
+            (command, strategy)
+    return strategy
+
+
+_LITERALS = st.sampled_from([
+    "kelvin", "K", "k", "\u212a", "KELVIN scale", "long s", "\u017fong", "S", "s and", "\u0130stanbul", "istanbul",
+    "\u0131rmak", "I", "i", "Henry Feilden", "enry Feil", "Feilden (", "a.b*c", "[x]", "(y)", "{z}", "$HOME",
+    "^caret", "a|b", "back\\slash", "stra\u00dfe", "STRASSE", "stra\u1e9ee", "caf\u00e9", "CAF\u00c9", "dup line",
+    "12:34", "5678", "nomatch", "", "x", "e", "the", "Paris", "\\u00e9", "quoted", "tab", "id", "1",
+])
+_REGEXES = st.sampled_from([
+    "Feil+den", "K.lvin", "\\bkelvin\\b", "kelvin|Henry", "[0-9]+ numbers", "(?i)LONG", "^\\{", "x$", "a\\.b",
+    "\\(y\\)", "str(a|o)", "caf.", "dup ?line", "Henry \\w+", "[A-Z]+ upper", "\\x4belvin", "stra\u00dfe|Paris",
+])
+_FLAGS = st.lists(st.sampled_from(["-i", "-w", "-x", "-o", "-n", "-b", "-H", "-c", "-m 1", "-m 3", "--column",
+                                   "-N", "--count-matches", "-I", "-l", "-q", "-s", "-v", "-A 1"]),
+                  max_size=3, unique=True)
+_TAILS = st.sampled_from(["", " | head -n 2", " | head -c 50", " | wc -l", " | sort | head -n 3", " | tail -n 1",
+                          " | sort -r | uniq -c", " | cut -c1-20", " | rg -c e", " | wc -c corpus.jsonl"])
+
+
+def _command(program: str, flags: list[str], fixed: bool, patterns: list[str], tail: str) -> str:
+    if program.startswith("grep"):
+        flags = [f for f in flags if f not in ("--column", "-N", "--count-matches", "-I")]
+    if fixed:
+        flags = [*flags, "-F"]
+    if len(patterns) == 1:
+        words = [program, *flags, shlex.quote(patterns[0])]
+    else:
+        words = [program, *flags, *(f"-e {shlex.quote(p)}" for p in patterns)]
+    return " ".join([*words, "corpus.jsonl"]) + tail
+
+
+_COMMANDS = st.one_of(
+    st.builds(_command, st.sampled_from(["rg", "grep"]), _FLAGS, st.just(True),
+              st.lists(_LITERALS, min_size=1, max_size=3), _TAILS),
+    st.builds(_command, st.sampled_from(["rg", "grep -E"]), _FLAGS, st.just(False),
+              st.lists(_REGEXES, min_size=1, max_size=2), _TAILS),
+)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=_COMMANDS, mode=st.sampled_from(["index", "index+shards"]))
+def test_random_searches_are_exact(world, command, mode):
+    corpus, folder, engines = world
+    assert_exact(command, corpus, folder, engines[mode])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=_COMMANDS, cap=st.integers(0, 400))
+def test_output_cap_is_exact(world, command, cap):
+    corpus, folder, engines = world
+    assert_exact(command, corpus, folder, engines["index"], cap=cap)
+
+
+@pytest.mark.parametrize("command", [
+    "rg -F -i kelvin corpus.jsonl", "rg -i k corpus.jsonl", "grep -i k corpus.jsonl", "rg -F -i S corpus.jsonl",
+    "rg -i 'long s' corpus.jsonl", "grep -F -i 'long s' corpus.jsonl", "rg -i -n '\u0130' corpus.jsonl",
+    "rg -i 'i' corpus.jsonl | wc -l", "rg -n -b 'dup line' corpus.jsonl", "grep -n -b -H 'dup line' corpus.jsonl",
+    "rg -c nomatch corpus.jsonl", "grep -c nomatch corpus.jsonl", "rg -c -F 'a|b' corpus.jsonl",
+    "grep -F 'a.b*c' corpus.jsonl", "rg -F '$HOME' corpus.jsonl", "rg -F -e '' -e kelvin corpus.jsonl",
+    "rg -n x corpus.jsonl | head -n 2", "rg -o -b 'Feil+den' corpus.jsonl", "grep -E -o -n 'str(a|o)' corpus.jsonl",
+    "rg -i 'stra\u1e9ee' corpus.jsonl", "rg -i 'STRASSE' corpus.jsonl", "grep 'x$' corpus.jsonl",
+    "rg -n --column -H kelvin corpus.jsonl | sort -r", "rg -m 1 -n dup corpus.jsonl",
+])
+def test_case_folding_and_numbering(world, command):
+    corpus, folder, engines = world
+    for engine in engines.values():
+        assert_exact(command, corpus, folder, engine)
+
+
+def test_selective_commands_really_use_the_index(world):
+    """Guard against a prefilter that declines everything (which would pass the tests above)."""
+    corpus, folder, engines = world
+    for command in ["rg -F -i kelvin corpus.jsonl", "rg -n 'Feil+den' corpus.jsonl | head -n 1",
+                    "grep -c -F nomatch corpus.jsonl", "rg -F quoted corpus.jsonl | wc -l",
+                    "rg -e Henry -e '\\bcaf' corpus.jsonl"]:
+        assert engines["index"].strategy(parse_command(command)) == "index", command
+        assert_exact(command, corpus, folder, engines["index"])
+
+
+@pytest.mark.parametrize("command", [
+    "rg -v kelvin corpus.jsonl", "rg -A 1 kelvin corpus.jsonl", "rg -U kelvin corpus.jsonl", "rg '.*' corpus.jsonl",
+    "grep -P kelvin corpus.jsonl", "rg -F '' corpus.jsonl", "rg -f corpus.jsonl corpus.jsonl", "awk '/kelvin/' corpus.jsonl",
+    "rg kelvin corpus.jsonl corpus.jsonl", "rg -c -n kelvin corpus.jsonl", "rg '(?x) kelvin' corpus.jsonl",
+    "rg kelvin corpus.jsonl | wc -c corpus.jsonl", "grep -E -F kelvin corpus.jsonl", "rg -F '.:' corpus.jsonl",
+])
+def test_fallback_shapes_do_not_use_the_index(world, command):
+    corpus, folder, engines = world
+    assert engines["index"].strategy(parse_command(command)) != "index", command
+    assert_exact(command, corpus, folder, engines["index"])
