@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from grepseek_lib.agent import models
 from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.chat_template import CHAT_TEMPLATE, TAG_TOKENS, tool_messages_as_user
 from grepseek_lib.agent.models import build_tiny_model, resolve_model
 from grepseek_lib.errors import UserError
-from grepseek_lib.agent import models
 
 torch = pytest.importorskip("torch")
 
