@@ -154,7 +154,7 @@ def test_settings_from_an_older_grepseek(tmp_path, corpus, capsys):
     with pytest.raises(UserError, match="max_new_tokens 512 -> 64"):  # what it did record still counts
         check_and_record(out, identity_of(corpus, max_new_tokens=64))
     check_and_record(out, identity_of(corpus))  # the rest is taken from this run, with a note
-    assert "predates corpus_bytes, corpus_sha256, index, timeout" in capsys.readouterr().err
+    assert "predates corpus_bytes, corpus_sha256, timeout" in capsys.readouterr().err  # index: informational
     assert json.loads((out / SETTINGS).read_text()) == identity_of(corpus)
     with pytest.raises(UserError, match="timeout"):  # and guards the next resume
         check_and_record(out, identity_of(corpus, timeout=1.0))
@@ -185,3 +185,16 @@ def test_records_without_settings_are_resumed_with_a_note(tmp_path, corpus, caps
     assert json.loads((out / SETTINGS).read_text())["model"] == "tiny"
     assert main([*argv, "--max-tool-calls", "2"]) == 2
     assert "max_tool_calls 5 -> 2" in capsys.readouterr().err
+
+
+def test_the_index_beside_the_corpus_is_recorded_but_never_blocks_a_resume(tmp_path):
+    from grepseek_lib.eval.identity import differences, run_identity
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": "1", "contents": "\\"A\\"\\nb"}\n')
+    before = run_identity(corpus, None, timeout=60.0)
+    assert before["index"] is None
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "index.json").write_text("{}")
+    after = run_identity(corpus, None, timeout=60.0)
+    assert after["index"] == str((tmp_path / "index").resolve()) and differences(before, after) == []

@@ -16,11 +16,12 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell.index import find_index
 
 SETTINGS = "settings.json"
 #: Recorded for the reader but not compared on resume: a moved corpus with the same bytes is the same corpus,
 #: and shards change speed only (the engine's output equals one sequential pass).
-INFORMATIONAL = ("corpus_path", "shards")
+INFORMATIONAL = ("corpus_path", "shards", "index")
 
 
 def _hash_cache() -> Path:
@@ -66,7 +67,7 @@ def run_identity(corpus: Path, shards: Path | None, **settings: Any) -> dict[str
     corpus = Path(corpus)
     return {"corpus_path": str(corpus.resolve()), "corpus_bytes": corpus.stat().st_size,
             "corpus_sha256": file_sha256(corpus), "shards": str(Path(shards).resolve()) if shards else None,
-            "index": None, **settings}
+            "index": str(found.resolve()) if (found := find_index(corpus, shards, None)) else None, **settings}
 
 
 def read_identity(out_dir: Path) -> dict[str, Any] | None:
