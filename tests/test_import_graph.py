@@ -15,10 +15,6 @@ ROOT = Path(grepseek_lib.__file__).parent
 FLOORS = {"errors": -1, "config": 0, "checks": 0, "metrics": 0, "pagecache": 0,
           "shell": 1, "data": 1, "agent": 2, "coldstart": 3, "train": 3, "eval": 3,
           "bench": 4, "inspector": 4, "runfolder": 4, "notebook": 4, "pipeline": 5, "cli": 6, "__main__": 7}
-#: Arrows still pointing the wrong way, each to be removed from here when it is fixed (the test fails both on
-#: a new one and on a listed one that no longer exists).
-KNOWN_UPWARD: set[tuple[str, str]] = set()
-KNOWN_CYCLES = {("shell.engine", "shell.tool")}
 
 
 def _modules() -> dict[str, Path]:
@@ -60,11 +56,10 @@ def test_every_package_has_a_floor():
 def test_no_import_points_up_or_sideways():
     upward = {(a, b) for a, b in _edges(_modules())
               if _package(a) != _package(b) and FLOORS[_package(b)] >= FLOORS[_package(a)]}
-    new, fixed = sorted(upward - KNOWN_UPWARD), sorted(KNOWN_UPWARD - upward)
-    assert upward == KNOWN_UPWARD, f"new: {new}; fixed (drop them from KNOWN_UPWARD): {fixed}"
+    assert not upward, sorted(upward)
 
 
 def test_no_two_modules_import_each_other():
     edges = _edges(_modules())
     cycles = {tuple(sorted(pair)) for pair in edges if pair[::-1] in edges}
-    assert cycles == KNOWN_CYCLES, sorted(cycles)
+    assert not cycles, sorted(cycles)

@@ -28,7 +28,7 @@ from grepseek_lib.shell.index import find_index, load_index
 from grepseek_lib.shell.indexed import MAX_FRACTION, IndexPath
 from grepseek_lib.shell.limits import DEFAULT_LIMITS
 from grepseek_lib.shell.merge import first_lines, renumber, run_post, shift
-from grepseek_lib.shell.policy import parse_command
+from grepseek_lib.shell.policy import parse_command, refused_result
 from grepseek_lib.shell.runner import EXIT_TRUNCATED, child_env, resolve_program, run_pipeline
 from grepseek_lib.shell.shards import Manifest, load_manifest
 from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, Refused, RunResult
@@ -135,8 +135,6 @@ class Engine:
             try:
                 pipeline = parse_command(pipeline)
             except Refused as exc:
-                from grepseek_lib.shell.tool import refused_result
-
                 return _deliver(refused_result(exc), stdout_sink, stderr_sink)
         began = time.monotonic()
         if self.index_path is not None:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from grepseek_lib.shell.types import Pipeline, Refused, Stage
+from grepseek_lib.shell.types import EXIT_REFUSED, Pipeline, Refused, RunResult, Stage
 
 ALLOWED_PROGRAMS = ("rg", "grep", "find", "sed", "awk", "head", "tail", "cat", "ls", "wc", "sort", "cut",
                     "uniq", "tr")
@@ -41,6 +41,11 @@ _GLOB_REASON = "unquoted glob characters (* ? [) are not allowed; put patterns i
 def refusal_line(reason: str | Refused) -> str:
     """The one stderr line every refusal is reported with (CLI and tool payload alike)."""
     return f"refused: {reason}"
+
+
+def refused_result(exc: Refused | str) -> RunResult:
+    """What a refused command returns: nothing ran, status 126, one `refused:` line on stderr."""
+    return RunResult(b"", (refusal_line(exc) + "\n").encode(), EXIT_REFUSED)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.limits import check_max_output_bytes, check_timeout
-from grepseek_lib.shell.policy import parse_command, refusal_line
+from grepseek_lib.shell.policy import parse_command, refused_result
 from grepseek_lib.shell.runner import run_pipeline, timeout_line
-from grepseek_lib.shell.types import EXIT_REFUSED, Pipeline, Refused, RunResult
+from grepseek_lib.shell.types import Pipeline, Refused, RunResult
 
 #: Without a tokenizer, a token is taken as this many characters (a typical BPE average on English/JSON).
 CHARS_PER_TOKEN = 4
@@ -25,11 +25,6 @@ CHARS_PER_TOKEN = 4
 MAX_STDERR_CHARS = 4000
 #: Only this many characters per allowed token are tokenized, so a 1 MB output costs little.
 _WINDOW_CHARS_PER_TOKEN = 16
-
-
-def refused_result(exc: Refused | str) -> RunResult:
-    """What a refused command returns: nothing ran, status 126, one `refused:` line on stderr."""
-    return RunResult(b"", (refusal_line(exc) + "\n").encode(), EXIT_REFUSED)
 
 
 def load_engine(corpus: Path, shards: Path | str | None, index: Path | str | bool | None = None,
