@@ -12,10 +12,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from grepseek_lib.agent.chat_template import CHAT_TEMPLATE, tool_messages_as_user
+from grepseek_lib.agent.chat_template import CHAT_TEMPLATE, install_chat_template, tool_messages_as_user
 from grepseek_lib.agent.constrained import turn_regex, wants_answer_only
 from grepseek_lib.agent.generation import DEFAULT_STOPS, Backend, Generation, cut_at_stop, restore_stop
 from grepseek_lib.agent.hf_backend import HFBackend
+from grepseek_lib.agent.models import load_tokenizer, resolve_model
 from grepseek_lib.errors import UserError
 
 #: Re-exported: callers import the backend types and helpers from here.
@@ -163,7 +164,6 @@ class VLLMBackend:
             from vllm import LLM
         except ImportError as exc:
             raise UserError("the vllm backend needs vLLM: pip install 'grepseek[vllm]' (or use --backend hf)") from exc
-        from grepseek_lib.agent.models import load_tokenizer, resolve_model
 
         path = resolve_model(model)
         self.llm = LLM(model=path, tokenizer=path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
@@ -217,11 +217,8 @@ def _local_tokenizer(model: str) -> Any:
     try:
         from transformers import AutoTokenizer
 
-        from grepseek_lib.agent.chat_template import install_chat_template
 
         if model in ("smollm2", "tiny") or Path(model).expanduser().is_dir():
-            from grepseek_lib.agent.models import load_tokenizer
-
             return load_tokenizer(model)
         return install_chat_template(AutoTokenizer.from_pretrained(model, local_files_only=True))
     except (OSError, ValueError, UserError):

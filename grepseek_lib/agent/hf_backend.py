@@ -8,6 +8,7 @@ from typing import Any
 
 from grepseek_lib.agent.constrained import ProtocolLogitsProcessor, wants_answer_only
 from grepseek_lib.agent.generation import Generation, cut_at_stop
+from grepseek_lib.agent.models import default_device, load_model_and_tokenizer, load_tokenizer
 from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.errors import UserError
 
@@ -54,8 +55,6 @@ class HFBackend:
                  batch_size: int = 8, dtype: Any = None, constrain: bool = False, prefix_cache: bool | None = None,
                  lean: bool = True, precision: str = "auto"):
         if isinstance(model, str):
-            from grepseek_lib.agent.models import default_device, load_model_and_tokenizer
-
             if dtype is None:
                 dtype = _load_dtype(precision, str(device or default_device()))
             model, loaded_tokenizer = load_model_and_tokenizer(model, device=device, dtype=dtype)
@@ -65,8 +64,6 @@ class HFBackend:
         elif device is not None:
             model.to(device)
         if isinstance(tokenizer, str):
-            from grepseek_lib.agent.models import load_tokenizer
-
             tokenizer = load_tokenizer(tokenizer)
         self.model, self.tokenizer, self.batch_size = model, tokenizer, max(1, int(batch_size))
         self.constrain = bool(constrain)

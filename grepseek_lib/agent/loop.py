@@ -22,6 +22,7 @@ from grepseek_lib import config
 from grepseek_lib.agent.actions import parse_action
 from grepseek_lib.agent.prompt import ToolBudget, format_error_message, initial_messages
 from grepseek_lib.agent.trajectory import Trajectory, Turn
+from grepseek_lib.shell.tool import observation_text
 
 #: Generation stops after the first action; the parser accepts the text with or without the stop string.
 STOP_STRINGS = ("</tool_call>", "</answer>")
@@ -124,8 +125,6 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
 
     `on_turn(trajectory, turn)` is called after every turn (the CLI prints steps live with it).
     """
-    from grepseek_lib.shell.tool import observation_text
-
     n_lines = corpus_lines(tool) if n_lines is None else n_lines
     count_tokens = _token_counter(backend, tool)
     episodes = []

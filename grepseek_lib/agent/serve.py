@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from grepseek_lib.agent.backends import Backend, Generation
+from grepseek_lib.agent.backends import Backend, Generation, HFBackend
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 MAX_BODY_BYTES = 32 << 20
@@ -218,8 +218,6 @@ def serve_in_thread(backend: Backend, host: str = "127.0.0.1", port: int = 0, mo
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grepseek_lib.agent.backends import HFBackend
-
     parser = argparse.ArgumentParser(prog="python -m grepseek_lib.agent.serve", description=__doc__)
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny, a model folder or an HF id")
     parser.add_argument("--name", default=None, help="model name clients send (default: --model)")

@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.bench import engine as engine_bench
+from grepseek_lib.bench import train as train_bench
 from grepseek_lib.bench.engine import FAST_REPEATS, FAST_S
 from grepseek_lib.checks import existing_file, model_name, non_negative, positive, writable_dir
 
@@ -47,36 +49,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def engine_main(args: argparse.Namespace) -> int:
-    from grepseek_lib.bench.engine import bench_engine, markdown_table, write_report
-
     corpus = args.corpus or config.default_corpus()  # bench_engine checks it and --shards first
     positive("--repeats", args.repeats)
     non_negative("--fast-repeats", args.fast_repeats)
     out = writable_dir(args.out or config.runs_dir() / "bench_engine")
-    frame, summary = bench_engine(corpus, args.shards, repeats=args.repeats,
+    frame, summary = engine_bench.bench_engine(corpus, args.shards, repeats=args.repeats,
                                   fast_repeats=args.fast_repeats, index=args.index)
-    csv_path, md_path = write_report(frame, summary, out)
-    print(markdown_table(frame, summary))
+    csv_path, md_path = engine_bench.write_report(frame, summary, out)
+    print(engine_bench.markdown_table(frame, summary))
     print(f"wrote {md_path} and {csv_path}")
     if args.index is not None and (args.replay_chat or args.replay_trajectories):
-        from grepseek_lib.bench.engine import replay_report
-
-        print(replay_report(corpus, args.shards, args.index, args.replay_trajectories, args.replay_chat, out))
+        print(engine_bench.replay_report(corpus, args.shards, args.index, args.replay_trajectories,
+                                         args.replay_chat, out))
     return 0
 
 
 def train_main(args: argparse.Namespace) -> int:
-    from grepseek_lib.bench.train import bench_train, markdown, write_report
-
     for name in ("--steps", "--repeats", "--gen-repeats", "--prompts", "--max-new-tokens"):
         positive(name, getattr(args, name[2:].replace("-", "_")))
     data = existing_file(args.data or config.data_dir() / "coldstart" / "train.jsonl", "--data",
                          "chat JSONL (make one with `grepseek coldstart`)")
     model_name(args.model)
     out = writable_dir(args.out or config.runs_dir() / "bench_train")
-    report = bench_train(args.model, data, steps=args.steps, repeats=args.repeats, prompts_n=args.prompts,
+    report = train_bench.bench_train(args.model, data, steps=args.steps, repeats=args.repeats, prompts_n=args.prompts,
                          max_new_tokens=args.max_new_tokens, precision=args.precision,
                          gen_repeats=args.gen_repeats)
-    print(markdown(report), end="")
-    print(f"wrote {write_report(report, out)}")
+    print(train_bench.markdown(report), end="")
+    print(f"wrote {train_bench.write_report(report, out)}")
     return 0

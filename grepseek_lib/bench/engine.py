@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import pagecache
+from grepseek_lib.bench.replay import collect_commands, latency_summary, replay
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell import plan as planner
+from grepseek_lib.shell.engine import Engine
+from grepseek_lib.shell.policy import parse_command
+from grepseek_lib.shell.runner import child_env, run_pipeline
+from grepseek_lib.shell.shards import build_shards, load_manifest
 
 #: Output is not capped while benchmarking: the engine must produce every byte.
 _TIMEOUT_S = 600.0
@@ -89,8 +95,6 @@ def bench_shards_dir(corpus: Path, n: int) -> Path:
 
 def ensure_shards(corpus: Path, n: int):
     """A fresh manifest of n shards for `corpus`, built only when missing or stale."""
-    from grepseek_lib.shell.shards import build_shards, load_manifest
-
     folder = bench_shards_dir(corpus, n)
     try:
         manifest = load_manifest(folder, corpus)
@@ -103,8 +107,6 @@ def ensure_shards(corpus: Path, n: int):
 
 def _parallel_runner(corpus: Path, n: int):
     """A function timing GNU parallel --pipepart for a pipeline, or None when it is not installed."""
-    from grepseek_lib.shell.runner import child_env
-
     exe = shutil.which("parallel")
     if exe is None:
         return None
@@ -136,10 +138,6 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
     import pandas as pd
     from tqdm import tqdm
 
-    from grepseek_lib.shell import plan as planner
-    from grepseek_lib.shell.engine import Engine
-    from grepseek_lib.shell.policy import parse_command
-    from grepseek_lib.shell.runner import run_pipeline
 
     corpus = Path(corpus).expanduser()
     if not corpus.is_file():
@@ -328,8 +326,6 @@ def _index_table(frame: Any, summary: dict[str, Any], fmt) -> list[str]:
 def replay_report(corpus: Path, shards: int, index: Path, trajectories: list[Path], chats: list[Path],
                   out: Path, repeats: int = 3) -> str:
     """Replay agent commands (sequential, sharded, index + shards); the latency table as markdown."""
-    from grepseek_lib.bench.replay import collect_commands, latency_summary, replay
-
     commands = collect_commands(trajectories, chats)
     manifest = ensure_shards(Path(corpus), shards)
     replayed = replay(list(commands.command), Path(corpus), manifest.directory, index=index, repeats=repeats,

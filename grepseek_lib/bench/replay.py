@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
+from grepseek_lib.agent.actions import parse_action
+from grepseek_lib.agent.trajectory import load_jsonl
+from grepseek_lib.shell.engine import Engine
+from grepseek_lib.shell.policy import parse_command
+from grepseek_lib.shell.types import Refused
 
 
 def commands_from_trajectories(paths: Iterable[Path]) -> list[str]:
     """Distinct tool commands of eval trajectory files (agent/trajectory.py JSONL), first-seen order."""
-    from grepseek_lib.agent.trajectory import load_jsonl
-
     seen: dict[str, None] = {}
     for path in paths:
         if Path(path).is_file():
@@ -33,7 +36,6 @@ def commands_from_chat(paths: Iterable[Path]) -> list[str]:
     """Distinct tool commands of chat datasets (cold-start train.jsonl): what the policy was taught to run."""
     import json
 
-    from grepseek_lib.agent.actions import parse_action
 
     seen: dict[str, None] = {}
     for path in paths:
@@ -82,9 +84,6 @@ def replay(
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from grepseek_lib.shell.engine import Engine
-    from grepseek_lib.shell.policy import parse_command
-    from grepseek_lib.shell.types import Refused
 
     engines = {"sequential": Engine(Path(corpus))}
     if shards is not None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grepseek_lib.agent.backends import HFBackend
 from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.agent.prompt import initial_messages
 from grepseek_lib.train.configs import load_config
@@ -85,8 +86,6 @@ def _median_row(task: str, unit: str, old: list[float], new: list[float], higher
 def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: int, max_new_tokens: int,
                 precision: str = "auto", gen_repeats: int | None = None) -> dict[str, Any]:
     """Both benchmarks, float32 and `precision` alternating; returns {rows, curves, ...} for the report."""
-    from grepseek_lib.agent.backends import HFBackend
-
     new_precision = resolve_precision(precision, "cpu")
     gen_repeats = gen_repeats or repeats
     old_backend = HFBackend(model, device="cpu", batch_size=prompts_n, lean=False, precision="float32")

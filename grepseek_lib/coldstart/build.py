@@ -15,6 +15,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from grepseek_lib import config
+from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.agent.loop import corpus_lines
 from grepseek_lib.coldstart import export
 from grepseek_lib.coldstart.accept import FILL_BUDGET_RATE, process_question
@@ -87,7 +88,6 @@ def gold_passages(corpus: Path, items: list[Item]) -> dict[str, str]:
 def make_roles(teacher: Teacher, passages: dict[str, str], max_hops: int) -> tuple[Tutor, Planner]:
     if teacher.kind == "offline":
         return OfflineTutor(passages, max_hops=max_hops), OfflinePlanner()
-    from grepseek_lib.agent.backends import make_backend  # defers transformers / httpx
 
     kw = {k: v for k, v in (("base_url", teacher.base_url), ("api_key", teacher.api_key)) if v is not None}
     client = TeacherClient(make_backend("openai", teacher.model, **kw), max_new_tokens=teacher.max_new_tokens)

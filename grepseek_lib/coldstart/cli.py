@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.agent.models import load_tokenizer
 from grepseek_lib.checks import fraction, model_name, positive, writable_dir
 from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
 from grepseek_lib.coldstart.export import format_table
@@ -74,8 +75,6 @@ def coldstart_command(args) -> int:
     out = _check_args(args)
     tokenizer = None
     if args.tokenizer:
-        from grepseek_lib.agent.models import load_tokenizer  # defers transformers
-
         tokenizer = load_tokenizer(args.tokenizer)
     teacher = Teacher(args.teacher, args.base_url, args.model, args.api_key, args.max_new_tokens)
     settings = ColdStartSettings(seed=args.seed, probe_rate=args.probe_rate, fill_budget_rate=args.fill_budget_rate,

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from grepseek_lib import config
 from grepseek_lib.checks import positive, writable_dir, writable_file
+from grepseek_lib.data.prepare import prepare_data
 from grepseek_lib.data.raw import check_raw_dir
+from grepseek_lib.data.scale import scale_corpus
 from grepseek_lib.errors import UserError
 
 
@@ -20,8 +22,6 @@ def _default_card(out: Path) -> Path:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from grepseek_lib.data.prepare import prepare_data
-
     out = writable_dir(Path(args.out) if args.out else config.miniwiki_dir())
     splits = [s.strip() for s in (args.train_splits or "").split(",") if s.strip()]
     if args.corpus_from or args.benchmarks_from:
@@ -46,7 +46,6 @@ def _scale(args: argparse.Namespace) -> int:
         raise UserError(f"corpus {corpus} does not exist; run `grepseek data build` or pass --corpus FILE")
     size = f"{args.size_mb:g}".replace(".", "p")
     out = writable_file(Path(args.out) if args.out else corpus.with_name(f"{corpus.stem}_{size}mb.jsonl"))
-    from grepseek_lib.data.scale import scale_corpus
 
     print(scale_corpus(corpus, args.size_mb, out))
     return 0

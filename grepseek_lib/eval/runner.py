@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.agent.evidence import trajectory_report
 from grepseek_lib.agent.loop import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_NEW_TOKENS, run_batch
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl
@@ -200,6 +201,4 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
 
 
 def _make_backend(kind: str, model: str, backend_kwargs: dict | None):
-    from grepseek_lib.agent.backends import make_backend
-
     return make_backend(kind, model, **(backend_kwargs or {}))

@@ -17,8 +17,14 @@ from pathlib import Path
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell.index import default_index_dir
+from grepseek_lib.shell.index_build import build_index
 from grepseek_lib.shell.limits import check_max_output_bytes, check_timeout
-from grepseek_lib.shell.types import EXIT_REFUSED, EXIT_TIMEOUT, RunResult
+from grepseek_lib.shell.policy import parse_command, refusal_line
+from grepseek_lib.shell.runner import run_pipeline, terminate_on_signals, timeout_line
+from grepseek_lib.shell.shards import build_shards, default_shards_dir, read_manifest
+from grepseek_lib.shell.tool import load_engine
+from grepseek_lib.shell.types import EXIT_REFUSED, EXIT_TIMEOUT, Refused, RunResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,10 +49,6 @@ def register_index(subparsers: argparse._SubParsersAction) -> None:
 
 
 def index_main(args: argparse.Namespace) -> int:
-    from grepseek_lib.shell.index import default_index_dir
-    from grepseek_lib.shell.index_build import build_index
-    from grepseek_lib.shell.runner import terminate_on_signals
-
     corpus = resolve_corpus(args.corpus)
     with terminate_on_signals():
         m = build_index(corpus, args.out or default_index_dir(corpus))
@@ -68,9 +70,6 @@ def register_shard(subparsers: argparse._SubParsersAction) -> None:
 
 
 def shard_main(args: argparse.Namespace) -> int:
-    from grepseek_lib.shell.runner import terminate_on_signals
-    from grepseek_lib.shell.shards import build_shards, default_shards_dir
-
     corpus = resolve_corpus(args.corpus)
     with terminate_on_signals():
         manifest = build_shards(corpus, args.shards, args.out or default_shards_dir(corpus))
@@ -113,12 +112,6 @@ def resolve_corpus(path: Path | None) -> Path:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from grepseek_lib.shell.policy import parse_command, refusal_line
-    from grepseek_lib.shell.runner import run_pipeline, terminate_on_signals, timeout_line
-    from grepseek_lib.shell.shards import read_manifest
-    from grepseek_lib.shell.tool import load_engine
-    from grepseek_lib.shell.types import Refused
-
     check_timeout(args.timeout)
     check_max_output_bytes(args.max_output_bytes)
     corpus = resolve_corpus(args.corpus if args.corpus is not None or args.shards is None

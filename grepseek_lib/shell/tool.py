@@ -14,6 +14,8 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell.engine import Engine
+from grepseek_lib.shell.index import find_index
 from grepseek_lib.shell.limits import check_max_output_bytes, check_timeout
 from grepseek_lib.shell.policy import parse_command, refused_result
 from grepseek_lib.shell.runner import run_pipeline, timeout_line
@@ -35,11 +37,8 @@ def load_engine(corpus: Path, shards: Path | str | None, index: Path | str | boo
     for none. Without shards and without an index, nothing changes: one sequential run per command.
     `executor="ray"` runs the shards on Ray actors (`ray_address`: the cluster; see engine.Engine).
     """
-    from grepseek_lib.shell.index import find_index
-
     if shards is None and find_index(Path(corpus), None, index) is None:
         return None
-    from grepseek_lib.shell.engine import Engine
 
     return Engine(corpus, shards_dir=None if shards is None else Path(shards), index=index, executor=executor,
                   ray_address=ray_address)

@@ -15,6 +15,9 @@ from grepseek_lib.agent.cli import MODEL_HELP
 from grepseek_lib.checks import existing_dir, existing_file, model_name, non_negative, positive, writable_dir
 from grepseek_lib.errors import UserError
 from grepseek_lib.train.configs import load_config
+from grepseek_lib.train.format_check import format_check
+from grepseek_lib.train.grpo import run_grpo
+from grepseek_lib.train.sft import run_sft
 
 
 def register(subparsers) -> None:
@@ -107,8 +110,6 @@ def _corpus(corpus: Path | None, shards: Path | None) -> None:
 
 
 def sft_command(args: argparse.Namespace) -> int:
-    from grepseek_lib.train.sft import run_sft
-
     cfg, settings = _settings(args, "sft")
     existing_file(args.data, "--data", "chat JSONL (make one with `grepseek coldstart`)")
     model_name(args.model or cfg.model)
@@ -120,8 +121,6 @@ def sft_command(args: argparse.Namespace) -> int:
 
 
 def grpo_command(args: argparse.Namespace) -> int:
-    from grepseek_lib.train.grpo import run_grpo
-
     _, settings = _settings(args, "grpo")
     model_name(args.model)
     writable_dir(args.out)
@@ -136,8 +135,6 @@ def grpo_command(args: argparse.Namespace) -> int:
 
 
 def format_check_command(args: argparse.Namespace) -> int:
-    from grepseek_lib.train.format_check import format_check
-
     positive("--limit", args.limit)
     positive("--batch-size", args.batch_size)
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]

@@ -35,10 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
+from grepseek_lib.agent.backends import HFBackend
+from grepseek_lib.agent.loop import corpus_lines, episode_progress, run_batch
+from grepseek_lib.agent.prompt import initial_messages, with_budget_note
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell.tool import ShellTool, observation_text
 from grepseek_lib.train.configs import GRPOSettings
 from grepseek_lib.train.devices import vllm_available
 from grepseek_lib.train.distributed import rank, shared_state, world_size
+from grepseek_lib.train.reward import TrlShellReward, reward
 from grepseek_lib.train.sft import (
     CHECKPOINTS,
     METRICS_FILE,
@@ -84,11 +89,6 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
 
     The real agent loop and tool, the GRPO temperature and turn cap, and the reward the trainer uses.
     """
-    from grepseek_lib.agent.backends import HFBackend
-    from grepseek_lib.agent.loop import episode_progress, run_batch
-    from grepseek_lib.shell.tool import ShellTool
-    from grepseek_lib.train.reward import reward
-
     model, tokenizer = policy if isinstance(policy, tuple) else (policy, None)
     training = bool(getattr(model, "training", False))
     if training:
@@ -178,9 +178,6 @@ class ShellEnvironment:
         Args:
             command: One pipeline of allowed programs (rg, grep, head, ...) joined with |.
         """
-        from grepseek_lib.agent.prompt import with_budget_note
-        from grepseek_lib.shell.tool import observation_text
-
         self._calls += 1
         text = observation_text(self._tool(command))
         return with_budget_note(text, self._max_tool_calls) if self._calls == self._max_tool_calls else text
@@ -189,9 +186,6 @@ class ShellEnvironment:
 def prompt_rows(questions: Sequence[dict], tool: Any, settings: GRPOSettings) -> list[dict]:
     """trl dataset rows: the agent's own initial messages as `prompt` (stating the rollout tool's corpus size
     and observation cap), gold answers as `golds`."""
-    from grepseek_lib.agent.loop import corpus_lines
-    from grepseek_lib.agent.prompt import initial_messages
-
     n_lines = corpus_lines(tool)
     return [{"prompt": initial_messages(q["question"], n_lines, max_tool_calls=settings.max_tool_calls,
                                         max_obs_tokens=tool.max_obs_tokens),
@@ -243,8 +237,6 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     from datasets import Dataset
     from trl import GRPOConfig
 
-    from grepseek_lib.shell.tool import ShellTool
-    from grepseek_lib.train.reward import TrlShellReward
 
     out = Path(out)
     model, tokenizer, flags = loaded or load_trainable(model_name, settings.precision)

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from grepseek_lib.agent.chat_template import install_chat_template
+from grepseek_lib.agent.models import load_model_and_tokenizer
 from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.errors import UserError
 from grepseek_lib.train.configs import RunSettings, SFTSettings
@@ -104,8 +106,6 @@ def precision_flags(precision: str = "auto") -> dict[str, bool]:
 def load_trainable(model_name: str, precision: str = "auto") -> tuple[Any, Any, dict[str, bool]]:
     """Model and tokenizer in training mode plus the trainer's precision flags. Weights are float32 on a CPU
     (the master copy autocast reads) and bf16 only on a CUDA device running bf16."""
-    from grepseek_lib.agent.models import load_model_and_tokenizer
-
     flags = precision_flags(precision)
     bf16_weights = flags["bf16"] and not flags["use_cpu"]
     model, tokenizer = load_model_and_tokenizer(model_name, device="cpu" if flags["use_cpu"] else None,
@@ -154,8 +154,6 @@ def metrics_logger(path: Path) -> Any:
 def save_final_model(trainer: Any, tokenizer: Any, out: Path) -> None:
     """A plain HF folder with our chat template: merged LoRA, float weights, tokenizer, generation config.
     Under a launcher every rank joins the gather of sharded weights, rank 0 alone writes, all wait for it."""
-    from grepseek_lib.agent.chat_template import install_chat_template
-
     state_dict = full_state_dict(trainer)
     if trainer.is_world_process_zero():
         model = trainer.model
