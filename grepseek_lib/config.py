@@ -69,10 +69,6 @@ def default_corpus() -> Path:
     return _env_path("GREPSEEK_CORPUS", miniwiki_dir() / "corpus.jsonl")
 
 
-def default_shards() -> Path:
-    return miniwiki_dir() / "shards"
-
-
 def benchmarks_dir() -> Path:
     return miniwiki_dir() / "benchmarks"
 

@@ -37,9 +37,10 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.agent.backends import HFBackend
 from grepseek_lib.agent.loop import corpus_lines, episode_progress, run_batch
-from grepseek_lib.agent.prompt import initial_messages, with_budget_note
+from grepseek_lib.agent.prompt import ToolBudget, initial_messages
 from grepseek_lib.errors import UserError
-from grepseek_lib.shell.tool import ShellTool, observation_text
+from grepseek_lib.shell.open import open_tool, resolve_corpus
+from grepseek_lib.shell.tool import observation_text
 from grepseek_lib.train.configs import GRPOSettings
 from grepseek_lib.train.devices import vllm_available
 from grepseek_lib.train.distributed import rank, shared_state, world_size
@@ -95,7 +96,7 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
         model.eval()
     try:
         backend = HFBackend(model, tokenizer=tokenizer)
-        tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
+        tool = open_tool(corpus, shards, timeout=settings.tool_timeout_s,
                          max_obs_tokens=settings.max_obs_tokens, tokenizer=backend.tokenizer)
         items = [q for q in questions for _ in range(settings.probe_samples)]
         with episode_progress(len(items), "probe") as on_turn:
@@ -166,11 +167,10 @@ class ShellEnvironment:
 
     def __init__(self, tool: Any, max_tool_calls: int):
         self._tool = tool
-        self._max_tool_calls = max_tool_calls
-        self._calls = 0
+        self._budget = ToolBudget(max_tool_calls)
 
     def reset(self, **_row: Any) -> None:
-        self._calls = 0
+        self._budget = ToolBudget(self._budget.max_tool_calls)
 
     def shell(self, command: str) -> str:
         """Run one read-only shell pipeline over corpus.jsonl and return its JSON observation.
@@ -178,9 +178,7 @@ class ShellEnvironment:
         Args:
             command: One pipeline of allowed programs (rg, grep, head, ...) joined with |.
         """
-        self._calls += 1
-        text = observation_text(self._tool(command))
-        return with_budget_note(text, self._max_tool_calls) if self._calls == self._max_tool_calls else text
+        return self._budget.observe(observation_text(self._tool(command)))
 
 
 def prompt_rows(questions: Sequence[dict], tool: Any, settings: GRPOSettings) -> list[dict]:
@@ -240,7 +238,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
 
     out = Path(out)
     model, tokenizer, flags = loaded or load_trainable(model_name, settings.precision)
-    tool = ShellTool(corpus, shards=shards, timeout=settings.tool_timeout_s,
+    tool = open_tool(corpus, shards, timeout=settings.tool_timeout_s,
                      max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
     rows = prompt_rows(questions, tool, settings)
     if len(rows) < settings.questions_per_step:  # trl would drop the incomplete batch: no step at all
@@ -290,9 +288,7 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
              resume: bool = False, max_steps: int | None = None) -> dict[str, Any]:
     """GRPO from `model_name` (usually the SFT folder); OUT becomes a plain HF model folder. Returns a summary."""
     out = Path(out)
-    corpus = Path(corpus) if corpus else config.default_corpus()
-    if shards is None and config.default_shards().is_dir() and corpus == config.default_corpus():
-        shards = config.default_shards()
+    corpus, shards = resolve_corpus(corpus, shards)
     checkpoint = last_checkpoint(out / CHECKPOINTS) if resume else None
     if resume and checkpoint is None:
         print(f"grepseek: no checkpoint under {out / CHECKPOINTS}; starting from scratch")
