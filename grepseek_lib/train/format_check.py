@@ -17,6 +17,7 @@ from grepseek_lib.agent.backends import HFBackend
 from grepseek_lib.agent.evidence import summarize_search, trajectory_report
 from grepseek_lib.agent.loop import episode_progress, run_batch
 from grepseek_lib.agent.trajectory import save_jsonl
+from grepseek_lib.data.formats import load_benchmark
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.open import open_tool, resolve_corpus
 from grepseek_lib.train.reward import reward_parts
@@ -30,13 +31,8 @@ def held_out_questions(benchmarks: Sequence[str], limit: int, benchmarks_dir: Pa
     if leaked:
         raise UserError(f"{leaked} are training splits; format-check needs held-out benchmarks")
     folder = Path(benchmarks_dir) if benchmarks_dir else config.benchmarks_dir()
-    per_benchmark = []
-    for name in benchmarks:
-        path = folder / f"{name}.jsonl"
-        if not path.is_file():
-            raise UserError(f"benchmark not found: {path} (run `grepseek data build`)")
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        per_benchmark.append([{**r, "id": f"{name}:{r['id']}"} for r in rows])
+    per_benchmark = [[{**r, "id": f"{name}:{r['id']}"} for r in load_benchmark(folder / f"{name}.jsonl")]
+                     for name in benchmarks]
     items: list[dict] = []
     for index in range(max((len(rows) for rows in per_benchmark), default=0)):
         for rows in per_benchmark:

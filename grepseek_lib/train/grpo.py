@@ -38,6 +38,7 @@ from grepseek_lib import config
 from grepseek_lib.agent.backends import HFBackend
 from grepseek_lib.agent.loop import corpus_lines, episode_progress, run_batch
 from grepseek_lib.agent.prompt import ToolBudget, initial_messages
+from grepseek_lib.data.formats import load_benchmark
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.open import open_tool, resolve_corpus
 from grepseek_lib.shell.tool import observation_text
@@ -63,19 +64,9 @@ REWARD_PARTS_FILE = "reward_parts.jsonl"
 def load_questions(splits: Sequence[str], benchmarks_dir: Path, *, limit: int | None = None,
                    seed: int = 0) -> list[dict]:
     """Training questions {id, question, golds} from `benchmarks_dir/<split>.jsonl`, shuffled, at most `limit`."""
-    items: list[dict] = []
-    for split in splits:
-        path = Path(benchmarks_dir) / f"{split}.jsonl"
-        if not path.is_file():
-            raise UserError(f"training questions not found: {path} (run `grepseek data build`)")
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    record = json.loads(line)
-                    golds = [str(g) for g in record.get("golden_answers", [])]
-                    if golds:
-                        items.append({"id": f"{split}:{record['id']}", "question": record["question"],
-                                      "golds": golds})
+    items = [{"id": f"{split}:{record['id']}", "question": record["question"], "golds": record["golden_answers"]}
+             for split in splits for record in load_benchmark(Path(benchmarks_dir) / f"{split}.jsonl")
+             if record["golden_answers"]]
     random.Random(seed).shuffle(items)
     return items[:limit] if limit else items
 
