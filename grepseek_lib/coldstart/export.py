@@ -20,7 +20,7 @@ from grepseek_lib.agent.prompt import ToolBudget, initial_messages
 from grepseek_lib.coldstart.accept import STAGES, Outcome
 from grepseek_lib.coldstart.roles import Item
 from grepseek_lib.coldstart.strategies import STRATEGIES, is_count, strategy_of
-from grepseek_lib.shell.tool import observation_text
+from grepseek_lib.shell.tool import observation_payload, observation_text
 
 RECORDS = "records.jsonl"
 DATASET_FIELDS = ("id", "source", "question", "golds", "n_tool_calls", "messages")
@@ -79,15 +79,8 @@ def strategy_report(group: list[dict]) -> dict[str, Any]:
     return {"acceptance_by_first_strategy": report,
             "first_call_strategy": {k: firsts[k] for k in sorted(firsts)},
             "tool_replies": len(tools),
-            "empty_tool_replies": sum(_printed_nothing(m["content"]) for m in tools)}
-
-
-def _printed_nothing(tool_content: str) -> bool:
-    """Whether a tool message (compact payload JSON, maybe followed by the budget note) has empty stdout."""
-    try:
-        return not json.loads(tool_content.split("\n\n", 1)[0]).get("stdout", "").strip()
-    except (json.JSONDecodeError, AttributeError):
-        return False
+            "empty_tool_replies": sum(payload is not None and not str(payload.get("stdout") or "").strip()
+                                      for payload in map(observation_payload, (m["content"] for m in tools)))}
 
 
 def load_records(path: Path) -> dict[tuple[str, str], dict]:

@@ -10,7 +10,6 @@ format, e.g. a `grepseek ask` episode) loads with `load_file`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from grepseek_lib.agent.actions import Action, parse_action
 from grepseek_lib.agent.trajectory import Trajectory, Turn, load_jsonl
 from grepseek_lib.eval.runner import RECORDS, TRAJECTORIES, read_records
 from grepseek_lib.inspector.rows import Episodes, episode_key, f1_bucket, from_trajectories, outcome_of
+from grepseek_lib.shell.tool import observation_payload
 from grepseek_lib.train.grpo import REWARD_PARTS_FILE, read_reward_parts
 from grepseek_lib.train.reward import ROLLOUTS_FILE
 
@@ -57,15 +57,6 @@ def bm25_trajectory(record: dict) -> Trajectory:
                       stop_reason="answer", meta={"benchmark": record.get("benchmark", "")})
 
 
-def message_payload(content: str) -> dict | None:
-    """The JSON observation at the start of a tool message (a budget note may follow it)."""
-    try:
-        payload, _ = json.JSONDecoder().raw_decode(content.strip())
-    except ValueError:
-        return None
-    return payload if isinstance(payload, dict) else None
-
-
 def chat_trajectory(messages: list[dict], *, question: str, qid: str, golds: list[str], meta: dict) -> Trajectory:
     """A chat conversation (cold-start SFT data) as a trajectory: each assistant message is a turn, the
     tool message after it its observation."""
@@ -75,7 +66,7 @@ def chat_trajectory(messages: list[dict], *, question: str, qid: str, golds: lis
             turns.append(Turn(text=message.get("content", ""), action=parse_action(message.get("content", ""))))
         elif message.get("role") == "tool" and turns:
             turns[-1].observation_text = message.get("content", "")
-            turns[-1].observation = message_payload(message.get("content", ""))
+            turns[-1].observation = observation_payload(message.get("content", ""))
     answer = next((t.action.answer for t in reversed(turns) if t.action.kind == "answer"), None)
     return Trajectory(question=question, id=qid, golds=golds, turns=turns, answer=answer,
                       stop_reason="answer" if answer is not None else "", meta=meta)

@@ -123,6 +123,16 @@ def observation_text(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<|", "< |")
 
 
+def observation_payload(text: str) -> dict[str, Any] | None:
+    """The payload back from a tool message's text (`observation_text`, maybe followed by the budget note);
+    None for text that does not start with one (a format-error message)."""
+    try:
+        payload, _ = json.JSONDecoder().raw_decode(text.strip())
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
 class ShellTool:
     """The agent's shell: `tool(command) -> payload`; sequential, or sharded when `shards` is given, and
     narrowed by the index (`index`: a folder, None to use `<corpus dir>/index/` when it exists, False: none)."""

@@ -25,6 +25,7 @@ from grepseek_lib.agent.chat_template import IM_END, IM_START
 from grepseek_lib.agent.evidence import search_report, summarize_search
 from grepseek_lib.agent.trajectory import Trajectory, Turn, append_jsonl
 from grepseek_lib.metrics import f1
+from grepseek_lib.shell.tool import observation_payload
 from grepseek_lib.train.distributed import rank
 
 #: Every rollout of every step, decoded into turns and tool payloads (beside the reward-parts log).
@@ -67,15 +68,7 @@ _TOOL_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTA
 
 def decoded_payloads(text: str) -> list[dict]:
     """Every tool response's payload in a decoded completion (payload JSON, maybe a budget note after it)."""
-    payloads = []
-    for block in _TOOL_RESPONSE.findall(text):
-        try:
-            payload = json.loads(block.split("\n", 1)[0])
-        except json.JSONDecodeError:
-            continue
-        if isinstance(payload, dict):
-            payloads.append(payload)
-    return payloads
+    return [p for p in map(observation_payload, _TOOL_RESPONSE.findall(text)) if p is not None]
 
 
 def decoded_stdouts(text: str) -> list[str]:
