@@ -44,9 +44,8 @@ def held_out_questions(benchmarks: Sequence[str], limit: int, benchmarks_dir: Pa
 def search_habits(trajectories: Sequence[Any], max_tool_calls: int = config.MAX_TOOL_CALLS) -> dict[str, int]:
     """Episodes that ran some command more than once (a loop: the same command prints the same output) and
     episodes that spent every tool call: the two habits that separate a searcher from a stuck policy."""
-    commands = [[turn.action.command for turn in t.turns if turn.observation is not None] for t in trajectories]
-    return {"repeated_command_episodes": sum(len(set(c)) < len(c) for c in commands),
-            "all_calls_spent_episodes": sum(len(c) >= max_tool_calls for c in commands)}
+    return {"repeated_command_episodes": sum(trajectory_report(t)["repeated_command"] for t in trajectories),
+            "all_calls_spent_episodes": sum(t.tool_calls >= max_tool_calls for t in trajectories)}
 
 
 def by_benchmark(trajectories: Sequence[Any], parts: Sequence[dict]) -> dict[str, dict[str, float]]:
