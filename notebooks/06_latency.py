@@ -15,13 +15,14 @@
 # %% [markdown]
 # # 06 · Latency
 #
-# Replay the commands the agent really ran during evaluation (topped up with the cold-start commands when an untrained policy ran few): sequential vs sharded (medians and tails), then end-to-end time per question split into LLM time and search time.
+# Replay the commands the agent really ran during evaluation (topped up with the cold-start commands when an untrained policy ran few): sequential, sharded, with the word index (`grepseek index`) and with both (medians, tails, and every output compared byte for byte with the sequential run), then end-to-end time per question split into LLM time and search time.
 
 # %% tags=["parameters"]
 run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
 data_dir = None  # None: data/miniwiki (corpus.jsonl, benchmarks/, shards/; built by 00_data)
 latency_commands = 200  # distinct commands replayed (eval first, cold start tops up)
 latency_repeats = 3
+latency_index = True  # also replay through a word index of the corpus (built once into the run folder)
 
 # %%
 import pandas as pd
@@ -29,6 +30,7 @@ import pandas as pd
 from grepseek_lib import notebook, runfolder
 from grepseek_lib.bench import replay
 from grepseek_lib.eval import compare, plots
+from grepseek_lib.shell.index_build import ensure_index
 
 STAGE = "06_latency"
 run_dir, data_dir = notebook.start(run_dir, data_dir)
@@ -46,7 +48,8 @@ commands = replay.collect_commands([eval_dir / s / "trajectories.jsonl" for s in
 commands["source"].value_counts()
 
 # %%
-replayed = replay.replay(list(commands["command"]), corpus, shards_dir, repeats=latency_repeats)
+index_dir = ensure_index(corpus, run_dir / "latency_index").directory if latency_index else None
+replayed = replay.replay(list(commands["command"]), corpus, shards_dir, index=index_dir, repeats=latency_repeats)
 replayed = replayed.merge(commands, on="command", how="left")
 runfolder.save_table(replayed, run_dir, STAGE, "replay")
 replayed.head(10)
@@ -57,7 +60,7 @@ runfolder.save_table(summary, run_dir, STAGE, "replay_summary")
 summary
 
 # %%
-fig = plots.latency_distributions(replayed, title="agent commands, sequential vs sharded")
+fig = plots.latency_distributions(replayed, title="agent commands by engine mode")
 runfolder.save_figure(fig, run_dir, STAGE, "replay_latency")
 
 # %% [markdown]
@@ -82,6 +85,7 @@ by_mode = summary.set_index("mode")
 runfolder.mark_done(run_dir, STAGE, {
     "commands": len(commands),
     "commands_from_eval": int((commands["source"] == "eval").sum()),
+    "output_mismatches": int(summary["output_mismatches"].sum()) if len(summary) else 0,
     **{f"{m}_median_s": by_mode.loc[m, "median_s"] for m in by_mode.index},
     **{f"{m}_p90_s": by_mode.loc[m, "p90_s"] for m in by_mode.index},
     "llm_share": float(episodes["llm_s"].sum() / max(episodes["total_s"].sum(), 1e-9)),

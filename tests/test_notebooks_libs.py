@@ -12,6 +12,9 @@ from grepseek_lib.agent.actions import Action
 from grepseek_lib.agent.trajectory import Trajectory, Turn, save_jsonl
 from grepseek_lib.bench import replay
 from grepseek_lib.eval import compare, plots
+from grepseek_lib.shell.index import MANIFEST
+from grepseek_lib.shell.index_build import build_index, ensure_index
+from grepseek_lib.shell.shards import build_shards
 
 CORPUS_LINES = [
     {"id": str(i), "contents": f'"Title {i}"\n{"river" if i % 3 == 0 else "lake"} number {i} born in Paris'}
@@ -28,8 +31,6 @@ def corpus(tmp_path):
 
 @pytest.fixture
 def shards(corpus, tmp_path):
-    from grepseek_lib.shell.shards import build_shards
-
     build_shards(corpus, 3, tmp_path / "shards")
     return tmp_path / "shards"
 
@@ -68,6 +69,31 @@ def test_replay_times_both_modes_and_outputs_match(corpus, shards):
     assert summary.loc["sequential", "commands"] == 3 and summary.loc["sharded", "output_mismatches"] == 0
     assert summary.loc["sequential", "median_speedup"] == pytest.approx(1.0)
     assert summary.loc["sharded", "p90_s"] >= summary.loc["sharded", "median_s"]
+
+
+def test_replay_with_an_index_adds_two_modes_and_outputs_match(corpus, shards, tmp_path):
+    index = build_index(corpus, tmp_path / "index", block_bytes=256).directory  # small blocks: rare words select
+    commands = ["rg -F 'Title 42' corpus.jsonl", "rg -n -i 'TITLE 7\"' corpus.jsonl | head -n 2",
+                "grep -c river corpus.jsonl", "rg -v lake corpus.jsonl | wc -l"]
+    replayed = replay.replay(commands, corpus, shards, index=index, index_fraction=1.0, progress=False)
+    assert list(dict.fromkeys(replayed["mode"])) == ["sequential", "sharded", "indexed", "indexed_sharded"]
+    assert replayed["same_as_sequential"].all() and len(replayed) == 4 * 4
+    chosen = replayed.drop_duplicates("command").set_index("command")["index_strategy"]
+    assert chosen["rg -F 'Title 42' corpus.jsonl"] == "index" and chosen["rg -v lake corpus.jsonl | wc -l"] != "index"
+    assert replay.latency_summary(replayed).set_index("mode").loc["indexed_sharded", "output_mismatches"] == 0
+    without_shards = replay.replay(commands[:1], corpus, None, index=index, progress=False)
+    assert set(without_shards["mode"]) == {"sequential", "indexed"} and without_shards["same_as_sequential"].all()
+    assert without_shards["index_strategy"].iloc[0] != "index"  # the default rule: a plain scan of 4 KB is faster
+
+
+def test_ensure_index_builds_once_and_again_when_the_corpus_changes(corpus, tmp_path):
+    first = ensure_index(corpus, tmp_path / "ix")
+    stamp = (tmp_path / "ix" / MANIFEST).stat().st_mtime_ns
+    assert ensure_index(corpus, tmp_path / "ix").sha256 == first.sha256
+    assert (tmp_path / "ix" / MANIFEST).stat().st_mtime_ns == stamp  # reused, not rebuilt
+    with corpus.open("a") as f:
+        f.write(json.dumps({"id": "61", "contents": '"Title 61"\nsea'}) + "\n")
+    assert ensure_index(corpus, tmp_path / "ix").sha256 != first.sha256
 
 
 def test_latency_summary_of_nothing_is_an_empty_table():

@@ -325,7 +325,7 @@ def _index_table(frame: Any, summary: dict[str, Any], fmt) -> list[str]:
 
 def replay_report(corpus: Path, shards: int, index: Path, trajectories: list[Path], chats: list[Path],
                   out: Path, repeats: int = 3) -> str:
-    """Replay agent commands (sequential, sharded, index + shards); the latency table as markdown."""
+    """Replay agent commands (sequential, sharded, index, index + shards); the latency table as markdown."""
     commands = collect_commands(trajectories, chats)
     manifest = ensure_shards(Path(corpus), shards)
     replayed = replay(list(commands.command), Path(corpus), manifest.directory, index=index, repeats=repeats,

@@ -1,4 +1,4 @@
-"""Replay the shell commands the agent really ran (eval trajectories): sequential vs sharded timings.
+"""Replay the shell commands the agent really ran (eval trajectories): sequential, sharded, indexed and both.
 
 A synthetic benchmark says what the engine CAN do; replaying the agent's own commands says what it
 buys on the workload that matters. Every command runs in every mode, alternating modes within a
@@ -7,6 +7,7 @@ repeat so that page-cache warmth favours none; outputs are compared byte for byt
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -34,9 +35,6 @@ def commands_from_trajectories(paths: Iterable[Path]) -> list[str]:
 
 def commands_from_chat(paths: Iterable[Path]) -> list[str]:
     """Distinct tool commands of chat datasets (cold-start train.jsonl): what the policy was taught to run."""
-    import json
-
-
     seen: dict[str, None] = {}
     for path in paths:
         if not Path(path).is_file():
@@ -66,63 +64,83 @@ def collect_commands(trajectory_files: Iterable[Path], chat_files: Iterable[Path
     return frame if limit is None else frame.head(limit)
 
 
+def replay_engines(corpus: Path, shards: Path | None, index: Path | None,
+                   index_fraction: float | None = None) -> dict[str, Engine]:
+    """One engine per mode the inputs allow: the index alone and in front of the shards, so its gain is
+    seen apart from the shards'. `min_shard_bytes=0` measures sharding itself on a small corpus;
+    `index_fraction` as Engine's (1.0: the index wherever it is exact, even where a scan is faster)."""
+    corpus = Path(corpus)
+    engines = {"sequential": Engine(corpus)}
+    if shards is not None:
+        engines["sharded"] = Engine(corpus, shards_dir=Path(shards), min_shard_bytes=0)
+    if index is not None:
+        engines["indexed"] = Engine(corpus, index=Path(index), index_fraction=index_fraction)
+        if shards is not None:
+            engines["indexed_sharded"] = Engine(corpus, shards_dir=Path(shards), min_shard_bytes=0,
+                                                index=Path(index), index_fraction=index_fraction)
+    return engines
+
+
 def replay(
     commands: Sequence[str],
     corpus: Path,
     shards: Path | None,
     *,
     index: Path | None = None,
+    index_fraction: float | None = None,
     repeats: int = 1,
     timeout: float = config.DEFAULT_TIMEOUT_S,
     max_output_bytes: int | None = config.DEFAULT_MAX_OUTPUT_BYTES,
     progress: bool = True,
 ):
     """One row per (command, mode, repeat): seconds, exit code, output size, the sharded plan's strategy,
-    and whether the output equals the sequential run's. With `index`, an `indexed` mode runs the index
-    in front of the shards (or of one sequential run without shards), with its own strategy column. Refused commands (the agent's hostile or broken ones) are kept with
-    mode timings of the refusal, flagged `refused`."""
-    import pandas as pd
+    the index's choice, and whether the output equals the sequential run's. Modes: sequential, sharded
+    (with `shards`), indexed and indexed_sharded (with `index`). Refused commands (the agent's hostile or
+    broken ones) are kept as one row flagged `refused`."""
+    import pandas as pd  # heavy: loaded only when replaying
     from tqdm.auto import tqdm
 
-
-    engines = {"sequential": Engine(Path(corpus))}
-    if shards is not None:
-        engines["sharded"] = Engine(Path(corpus), shards_dir=Path(shards), min_shard_bytes=0)  # measure sharding itself
-    if index is not None:
-        engines["indexed"] = Engine(Path(corpus), shards_dir=None if shards is None else Path(shards),
-                                    min_shard_bytes=0, index=Path(index))
+    engines = replay_engines(corpus, shards, index, index_fraction)
     rows: list[dict[str, Any]] = []
     try:
-        for index, command in enumerate(tqdm(commands, desc="replay", unit="cmd", disable=not progress)):
+        for position, command in enumerate(tqdm(commands, desc="replay", unit="cmd", disable=not progress)):
             try:
                 pipeline = parse_command(command)
             except Refused:
                 rows.append({"command": command, "mode": "refused", "repeat": 0, "seconds": 0.0,
                              "exit_code": None, "stdout_bytes": 0, "same_as_sequential": None, "refused": True})
                 continue
-            strategy = engines["sharded"].plan(pipeline).strategy if "sharded" in engines else "sequential"
-            index_strategy = engines["indexed"].strategy(pipeline) if "indexed" in engines else None
-            for repeat in range(repeats):
-                order = list(engines) if (index + repeat) % 2 == 0 else list(reversed(engines))
-                outputs = {}
-                for mode in order:
-                    began = time.perf_counter()
-                    result = engines[mode].run(pipeline, timeout=timeout, max_output_bytes=max_output_bytes)
-                    seconds = time.perf_counter() - began
-                    outputs[mode] = (result.stdout, result.stderr, result.exit_code)
-                    rows.append({"command": command, "mode": mode, "repeat": repeat, "seconds": seconds,
-                                 "exit_code": result.exit_code, "stdout_bytes": len(result.stdout),
-                                 "timed_out": result.timed_out, "refused": False, "strategy": strategy,
-                                 "index_strategy": index_strategy})
-                reference = outputs["sequential"]
-                for row in rows[-len(order):]:
-                    row["same_as_sequential"] = outputs[row["mode"]] == reference
+            rows += _replay_command(engines, command, pipeline, position, repeats, timeout, max_output_bytes)
     finally:
         for engine in engines.values():
-            close = getattr(engine, "close", None)
+            close = getattr(engine, "close", None)  # a Ray executor holds actors
             if close is not None:
                 close()
     return pd.DataFrame(rows)
+
+
+def _replay_command(engines: dict[str, Engine], command: str, pipeline: Any, position: int, repeats: int,
+                    timeout: float, max_output_bytes: int | None) -> list[dict[str, Any]]:
+    """Every mode `repeats` times, the order alternating so that page-cache warmth favours none."""
+    strategy = engines["sharded"].plan(pipeline).strategy if "sharded" in engines else "sequential"
+    index_engine = engines.get("indexed")
+    index_strategy = index_engine.strategy(pipeline) if index_engine is not None else None
+    rows: list[dict[str, Any]] = []
+    for repeat in range(repeats):
+        order = list(engines) if (position + repeat) % 2 == 0 else list(reversed(engines))
+        outputs = {}
+        for mode in order:
+            began = time.perf_counter()
+            result = engines[mode].run(pipeline, timeout=timeout, max_output_bytes=max_output_bytes)
+            seconds = time.perf_counter() - began
+            outputs[mode] = (result.stdout, result.stderr, result.exit_code)
+            rows.append({"command": command, "mode": mode, "repeat": repeat, "seconds": seconds,
+                         "exit_code": result.exit_code, "stdout_bytes": len(result.stdout),
+                         "timed_out": result.timed_out, "refused": False, "strategy": strategy,
+                         "index_strategy": index_strategy})
+        for row in rows[-len(order):]:
+            row["same_as_sequential"] = outputs[row["mode"]] == outputs["sequential"]
+    return rows
 
 
 def latency_summary(replayed: Any):
@@ -147,9 +165,3 @@ def latency_summary(replayed: Any):
     mismatches = timed[timed["same_as_sequential"] == False]  # noqa: E712 (a pandas mask, not a bool)
     table["output_mismatches"] = [int((mismatches["mode"] == m).sum()) for m in table["mode"]]
     return table
-
-
-def per_command_times(replayed: Any):
-    """Median seconds per command per mode (rows: commands): the input of the latency plots."""
-    timed = replayed[~replayed["refused"].astype(bool)]
-    return timed.groupby(["mode", "command"], sort=False)["seconds"].median().reset_index()

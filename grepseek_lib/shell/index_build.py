@@ -212,6 +212,15 @@ def build_index(corpus: str | Path, out: str | Path, block_bytes: int = BLOCK_BY
     return idx.IndexManifest(**{**manifest.__dict__, "directory": out})
 
 
+def ensure_index(corpus: str | Path, out: str | Path | None = None) -> idx.IndexManifest:
+    """The index of `corpus` in `out` (default: beside the corpus), built only when missing or stale."""
+    out = Path(out).expanduser() if out is not None else idx.default_index_dir(Path(corpus))
+    try:
+        return idx.load_index(out, corpus).manifest
+    except UserError:
+        return build_index(corpus, out)
+
+
 def _build(corpus: Path, tmp: Path, block_bytes: int) -> idx.IndexManifest:
     began = time.monotonic()
     before = corpus.stat()
