@@ -118,6 +118,7 @@ def test_resume_skips_answered_questions(setup):
 
 
 def test_cli_eval_with_the_tiny_model(setup, tmp_path, capsys):
+    from grepseek_lib.agent.hf_backend import weights_dtype
     from grepseek_lib.agent.models import build_tiny_model
 
     bench_dir, tool, out = setup
@@ -136,7 +137,8 @@ def test_cli_eval_with_the_tiny_model(setup, tmp_path, capsys):
     assert "| nq | 2 |" in capsys.readouterr().out
     records = read_records(base)
     assert [r["id"] for r in records] == ["n1", "n2"] and all(len(r["retrieved_ids"]) == 1 for r in records)
-    assert json.loads((base / "settings.json").read_text())["system"] == "bm25"
+    settings = json.loads((base / "settings.json").read_text())
+    assert settings["system"] == "bm25" and settings["hf_dtype"] == weights_dtype() in ("float32", "bfloat16")
     assert main([*args, "--constrained"]) == 2 and "bm25 reader" in capsys.readouterr().err
     assert main([*args[:4], "0", *args[5:]]) == 2 and "--k" in capsys.readouterr().err
 

@@ -56,7 +56,7 @@ class HFBackend:
                  lean: bool = True, precision: str = "auto"):
         if isinstance(model, str):
             if dtype is None:
-                dtype = _load_dtype(precision, str(device or default_device()))
+                dtype = load_dtype(precision, str(device or default_device()))
             model, loaded_tokenizer = load_model_and_tokenizer(model, device=device, dtype=dtype)
             tokenizer = tokenizer or loaded_tokenizer
         elif tokenizer is None:
@@ -205,9 +205,15 @@ class HFBackend:
         return gens
 
 
-def _load_dtype(precision: str, device: str) -> str | None:
+def load_dtype(precision: str, device: str) -> str | None:
     """The dtype to load weights in for a precision setting; None keeps the loader's default (float32 on a
     CPU, bf16 on a GPU with bf16), which is what "auto" means off the CPU."""
     if precision == "auto" and not device.startswith("cpu"):
         return None
     return "bfloat16" if resolve_precision(precision, device) == "bf16" else "float32"
+
+
+def weights_dtype(precision: str = "auto") -> str:
+    """What the HF backend loads weights in on this machine, for run records ("loader default" off the CPU
+    under "auto": the model config's dtype)."""
+    return load_dtype(precision, default_device()) or "loader default"

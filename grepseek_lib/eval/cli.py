@@ -13,6 +13,7 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.agent.cli import add_agent_options, add_constrained_option, backend_kwargs, check_agent_args
+from grepseek_lib.agent.hf_backend import weights_dtype
 from grepseek_lib.checks import positive, writable_dir
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval.bm25 import DEFAULT_TOP_K, evaluate_baseline
@@ -64,7 +65,8 @@ def identity(args: argparse.Namespace, corpus: Path, shards: Path | None) -> dic
                         max_output_bytes=config.DEFAULT_MAX_OUTPUT_BYTES, max_tool_calls=args.max_tool_calls,
                         temperature=args.temperature, model=model_identity(args.model), backend=args.backend,
                         constrained=bool(args.constrained), system=args.system,
-                        k=args.k if args.system == "bm25" else None)
+                        k=args.k if args.system == "bm25" else None,
+                        hf_dtype=weights_dtype() if args.backend == "hf" else None)
 
 
 def eval_command(args: argparse.Namespace) -> int:
