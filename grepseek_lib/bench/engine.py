@@ -30,8 +30,8 @@ from grepseek_lib.shell import plan as planner
 from grepseek_lib.shell.engine import Engine
 from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.runner import child_env, run_pipeline
-from grepseek_lib.shell.shards import build_shards, load_manifest
-from grepseek_lib.shell.types import Pipeline
+from grepseek_lib.shell.shards import Manifest, build_shards, load_manifest
+from grepseek_lib.shell.types import Pipeline, RunResult
 
 #: Output is not capped while benchmarking: the engine must produce every byte.
 _TIMEOUT_S = 600.0
@@ -89,12 +89,16 @@ SELECTIVE: tuple[BenchPipeline, ...] = tuple(BenchPipeline("selective", c) for c
 ))
 
 
+#: Times GNU parallel on one pipeline: (seconds, stdout), or None for a pipeline with no baseline.
+_Baseline = Callable[[BenchPipeline], tuple[float, bytes] | None]
+
+
 def bench_shards_dir(corpus: Path, n: int) -> Path:
     """Where the benchmark keeps its own shards (next to the corpus, so under data/ for data/ corpora)."""
     return corpus.parent / f"{corpus.stem}.bench-shards{n}"
 
 
-def ensure_shards(corpus: Path, n: int):
+def ensure_shards(corpus: Path, n: int) -> Manifest:
     """A fresh manifest of n shards for `corpus`, built only when missing or stale."""
     folder = bench_shards_dir(corpus, n)
     try:
@@ -106,7 +110,7 @@ def ensure_shards(corpus: Path, n: int):
     return build_shards(corpus, n, folder)
 
 
-def _parallel_runner(corpus: Path, n: int):
+def _parallel_runner(corpus: Path, n: int) -> _Baseline | None:
     """A function timing GNU parallel --pipepart for a pipeline, or None when it is not installed."""
     exe = shutil.which("parallel")
     if exe is None:
@@ -140,10 +144,10 @@ class _Setup:
     """What every pipeline is timed against: the corpus, its shards, both engines and the GNU baseline."""
 
     corpus: Path
-    manifest: Any
+    manifest: Manifest
     engine: Engine
     indexed_engine: Engine | None
-    baseline: Callable[[BenchPipeline], tuple[float, bytes] | None] | None
+    baseline: _Baseline | None
     load_start: float
 
 
@@ -181,12 +185,12 @@ def _setup(corpus: Path, shards: int, index: Path | None) -> _Setup:
     return _Setup(corpus, manifest, engine, indexed_engine, _parallel_runner(corpus, shards), load_start)
 
 
-def _modes(setup: _Setup, pipeline: Pipeline, chosen: Any) -> dict[str, Callable[[], Any]]:
+def _modes(setup: _Setup, pipeline: Pipeline, chosen: planner.Plan) -> dict[str, Callable[[], RunResult]]:
     """The timed runs of one pipeline: sequential, sharded, index + shards, and shard 0 alone."""
-    def first_shard_alone() -> Any:
+    def first_shard_alone() -> RunResult:
         """Shard 0's part with the other core idle: what 2 shards would take if cores did not contend."""
-        return run_pipeline(chosen.shard_pipeline(pipeline.text), setup.manifest.shard_path(0), timeout=_TIMEOUT_S,
-                            max_output_bytes=None)
+        return run_pipeline(chosen.shard_pipeline(pipeline.text), setup.manifest.shard_path(0),
+                            timeout=_TIMEOUT_S, max_output_bytes=None)
 
     return {
         "sequential": lambda: run_pipeline(pipeline, setup.corpus, timeout=_TIMEOUT_S, max_output_bytes=None),
@@ -196,9 +200,9 @@ def _modes(setup: _Setup, pipeline: Pipeline, chosen: Any) -> dict[str, Callable
     }
 
 
-def _time_rounds(setup: _Setup, p: BenchPipeline, modes: dict[str, Callable[[], Any]], chosen: Any,
-                 rounds: int, reference: Any) -> _Timings:
-    """`rounds` timings of every mode, alternating their order each round so page-cache warmth favours none."""
+def _time_rounds(setup: _Setup, p: BenchPipeline, modes: dict[str, Callable[[], RunResult]],
+                 chosen: planner.Plan, rounds: int, reference: RunResult) -> _Timings:
+    """`rounds` timings of every mode, their order alternating each round so page-cache warmth favours none."""
     timings = _Timings()
     times = timings.times
     for r in range(rounds):
@@ -251,12 +255,12 @@ def _bench_row(setup: _Setup, p: BenchPipeline, repeats: int, fast_repeats: int)
 
 
 def _summary(frame: Any, setup: _Setup, shards: int, repeats: int, fast_repeats: int) -> dict[str, Any]:
-    """The issue's goals (count/filter geomean, slowest head, identity) and the conditions they were met in."""
+    """The issue's goals (count/filter geomean, slowest head, identity) and the conditions of the run."""
     core = frame[frame.kind.isin(["count", "filter"])]
     heads = frame[frame.kind == "head"]
     return {
-        "corpus": str(setup.corpus), "corpus_bytes": setup.manifest.size, "shards": shards, "repeats": repeats,
-        "fast_repeats": fast_repeats,
+        "corpus": str(setup.corpus), "corpus_bytes": setup.manifest.size, "shards": shards,
+        "repeats": repeats, "fast_repeats": fast_repeats,
         "geomean_speedup_count_filter": _geomean(core.speedup),
         # Upper bound from shard 0 timed alone: sequential / (one shard's share with the other core idle).
         "geomean_ideal_count_filter": _geomean(core.sequential_s / core.shard0_alone_s),

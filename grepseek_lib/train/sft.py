@@ -8,11 +8,12 @@ How trl 1.16 is used (read from its source):
   a user turn of `<tool_response>` blocks) carry no loss. `trainer.train_dataset[i]["labels"]` shows it.
 - `max_length` would CUT long sequences (`truncation_mode`), losing the answer turn; we drop such
   trajectories instead, before the trainer sees them.
-- trl configs default `bf16=True`; we set it from `settings.precision` (`plumbing.precision_flags`): "auto"
-  is bf16 on CUDA with bf16 and on a CPU with native bf16 (autocast, float32 master weights), float32 elsewhere.
-- LoRA: `peft_config=LoraConfig(...)` (`plumbing.lora_config`); the final folder is merged (`merge_and_unload`)
-  so every backend loads it as a plain model. Checkpoints every `save_steps` under OUT/checkpoints; `resume`
-  continues from the last.
+- trl configs default `bf16=True`; we set it from `settings.precision` (`plumbing.precision_flags`):
+  "auto" is bf16 on CUDA with bf16 and on a CPU with native bf16 (autocast, float32 master weights),
+  float32 elsewhere.
+- LoRA: `peft_config=LoraConfig(...)` (`plumbing.lora_config`); the final folder is merged
+  (`merge_and_unload`) so every backend loads it as a plain model. Checkpoints every `save_steps` under
+  OUT/checkpoints; `resume` continues from the last.
 """
 
 from __future__ import annotations
