@@ -37,7 +37,8 @@ import pandas as pd
 from grepseek_lib import notebook, runfolder
 from grepseek_lib.eval import plots
 from grepseek_lib.train.configs import load_config
-from grepseek_lib.train.sft import METRICS_FILE, run_sft
+from grepseek_lib.train.plumbing import METRICS_FILE
+from grepseek_lib.train.sft import run_sft
 
 STAGE = "03_sft"
 run_dir, data_dir = notebook.start(run_dir, data_dir)

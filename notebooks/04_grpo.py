@@ -44,7 +44,8 @@ from grepseek_lib import notebook, runfolder
 from grepseek_lib.eval import plots
 from grepseek_lib.train.configs import load_config
 from grepseek_lib.train.devices import rollout_vllm
-from grepseek_lib.train.grpo import METRICS_FILE, REWARD_PARTS_FILE, read_reward_parts, run_grpo
+from grepseek_lib.train.grpo import REWARD_PARTS_FILE, read_reward_parts, run_grpo
+from grepseek_lib.train.plumbing import METRICS_FILE
 
 STAGE = "04_grpo"
 run_dir, data_dir = notebook.start(run_dir, data_dir)

@@ -82,7 +82,8 @@ def train(args: argparse.Namespace, data: Path) -> dict[str, float]:
 
     from grepseek_lib.train.configs import load_config
     from grepseek_lib.train.grpo import run_grpo
-    from grepseek_lib.train.sft import METRICS_FILE, run_sft
+    from grepseek_lib.train.plumbing import METRICS_FILE
+    from grepseek_lib.train.sft import run_sft
 
     cfg = load_config("cpu")
     sft = run_sft(data, args.model, args.out / "sft", replace(cfg.sft, save_steps=10_000, max_length=4096),

@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from grepseek_lib.bench.engine import PIPELINES, BenchPipeline, bench_engine, bench_shards_dir, write_report
+from grepseek_lib.bench.engine import PIPELINES, BenchPipeline, bench_engine, bench_shards_dir
+from grepseek_lib.bench.engine_report import write_report
 from grepseek_lib.cli import main
 from grepseek_lib.errors import UserError
 

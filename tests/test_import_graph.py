@@ -14,7 +14,8 @@ ROOT = Path(grepseek_lib.__file__).parent
 #: each other either.
 FLOORS = {"errors": -1, "config": 0, "checks": 0, "metrics": 0, "pagecache": 0,
           "shell": 1, "data": 1, "agent": 2, "coldstart": 3, "train": 3, "eval": 3,
-          "bench": 4, "inspector": 4, "runfolder": 4, "notebook": 4, "pipeline": 5, "cli": 6, "__main__": 7}
+          "bench": 4, "inspector": 4, "runfolder": 4, "notebook": 4, "profiles": 4, "pipeline": 5, "cli": 6,
+          "__main__": 7}
 
 
 def _modules() -> dict[str, Path]:

@@ -17,7 +17,7 @@ import nbformat
 import papermill
 import pytest
 
-from grepseek_lib import config, pipeline, runfolder
+from grepseek_lib import config, pipeline, profiles, runfolder
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval import losses
 from grepseek_lib.eval.runner import read_records
@@ -81,7 +81,7 @@ def test_path_parameters_default_to_none_and_go_through_the_library(stage):
 def test_parameter_defaults_are_the_default_profile(stage):
     """Run in JupyterLab without papermill, a notebook does what `make run` did (same model, same limits)."""
     declared = papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb"))
-    profile = pipeline.PROFILES["default"]
+    profile = profiles.PROFILES["default"]
     for name, spec in declared.items():
         if name in profile and name not in PATH_PARAMS:
             assert ast.literal_eval(spec["default"]) == profile[name], f"{stage}: {name}"
@@ -231,7 +231,7 @@ def test_every_profile_parameter_is_declared_by_some_notebook():
     declared = set()
     for stage in pipeline.STAGES:
         declared |= set(papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb")))
-    for name, profile in pipeline.PROFILES.items():
+    for name, profile in profiles.PROFILES.items():
         missing = set(profile) - declared
         assert not missing, f"profile {name}: {sorted(missing)} not declared by any notebook"
 
@@ -301,7 +301,7 @@ def test_smoke_run_of_the_whole_series(smoke):
         assert runfolder.read_marker(out, stage)["python"] == sys.executable, stage
     summary = (out / "summary.md").read_text()
     assert all(stage in summary for stage in pipeline.STAGES)
-    check_stage_figures(out, pipeline.PROFILES["smoke"])
+    check_stage_figures(out, profiles.PROFILES["smoke"])
     eval_table = (out / "tables" / "05_eval_em_f1.csv").read_text()
     assert all(system in eval_table for system in EVAL_SYSTEMS)
     assert "micro" in eval_table and "macro" in eval_table
@@ -377,7 +377,7 @@ def test_smoke_run_has_one_observation_cap(smoke):
     """Cold-start data and every agent system of the eval state the run's cap, the one the tool cut at."""
     from tests.test_obs_cap import stated_cap
 
-    cap = pipeline.PROFILES["smoke"]["max_obs_tokens"]
+    cap = profiles.PROFILES["smoke"]["max_obs_tokens"]
     rows = [json.loads(line) for line in (smoke["out"] / "coldstart" / "train.jsonl").read_text().splitlines()]
     assert rows and {stated_cap(row["messages"]) for row in rows} == {cap}
     for system in ("zero_shot", "sft", "grpo"):

@@ -243,7 +243,7 @@ def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, mo
     real = grpo.probe_questions(world["model"], grpo.load_questions(("hotpotqa_train",), world["bench"])[:1],
                                 dataclasses.replace(settings, max_turn_tokens=16), corpus=world["corpus"])
     assert len(real) == 1 and len(real[0]["probe_rewards"]) == 2
-    from grepseek_lib.train.sft import load_trainable
+    from grepseek_lib.train.plumbing import load_trainable
 
     model, tokenizer, _ = load_trainable(world["model"])  # the trainer's own model: probed, left in train mode
     again = grpo.probe_questions((model, tokenizer), [real[0]], dataclasses.replace(settings, max_turn_tokens=16),
@@ -366,7 +366,7 @@ def test_format_check_runs_agent_episodes(world, tmp_path, capsys):
 def test_precision_settings_pick_bf16_only_where_it_is_native(monkeypatch):
     """auto: bf16 autocast on a CPU with native bf16, float32 where it would be emulated; forced values win."""
     from grepseek_lib.agent import precision
-    from grepseek_lib.train.sft import precision_flags
+    from grepseek_lib.train.plumbing import precision_flags
 
     assert load_config("cpu").sft.precision == "auto" and load_config("gpu").grpo.precision == "auto"
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)

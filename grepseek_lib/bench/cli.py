@@ -8,6 +8,7 @@ from pathlib import Path
 
 from grepseek_lib import config
 from grepseek_lib.bench import engine as engine_bench
+from grepseek_lib.bench import engine_report
 from grepseek_lib.bench import train as train_bench
 from grepseek_lib.bench.engine import FAST_REPEATS, FAST_S
 from grepseek_lib.checks import existing_file, model_name, non_negative, positive, writable_dir
@@ -55,12 +56,12 @@ def engine_main(args: argparse.Namespace) -> int:
     out = writable_dir(args.out or config.runs_dir() / "bench_engine")
     frame, summary = engine_bench.bench_engine(corpus, args.shards, repeats=args.repeats,
                                   fast_repeats=args.fast_repeats, index=args.index)
-    csv_path, md_path = engine_bench.write_report(frame, summary, out)
-    print(engine_bench.markdown_table(frame, summary))
+    csv_path, md_path = engine_report.write_report(frame, summary, out)
+    print(engine_report.markdown_table(frame, summary))
     print(f"wrote {md_path} and {csv_path}")
     if args.index is not None and (args.replay_chat or args.replay_trajectories):
-        print(engine_bench.replay_report(corpus, args.shards, args.index, args.replay_trajectories,
-                                         args.replay_chat, out))
+        print(engine_report.replay_report(corpus, args.shards, args.index, args.replay_trajectories,
+                                          args.replay_chat, out))
     return 0
 
 

@@ -19,18 +19,19 @@ import shutil
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grepseek_lib import pagecache
-from grepseek_lib.bench.replay import collect_commands, latency_summary, replay
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell import plan as planner
 from grepseek_lib.shell.engine import Engine
 from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.runner import child_env, run_pipeline
-from grepseek_lib.shell.shards import build_shards, load_manifest
+from grepseek_lib.shell.shards import Manifest, build_shards, load_manifest
+from grepseek_lib.shell.types import Pipeline, RunResult
 
 #: Output is not capped while benchmarking: the engine must produce every byte.
 _TIMEOUT_S = 600.0
@@ -88,12 +89,16 @@ SELECTIVE: tuple[BenchPipeline, ...] = tuple(BenchPipeline("selective", c) for c
 ))
 
 
+#: Times GNU parallel on one pipeline: (seconds, stdout), or None for a pipeline with no baseline.
+_Baseline = Callable[[BenchPipeline], tuple[float, bytes] | None]
+
+
 def bench_shards_dir(corpus: Path, n: int) -> Path:
     """Where the benchmark keeps its own shards (next to the corpus, so under data/ for data/ corpora)."""
     return corpus.parent / f"{corpus.stem}.bench-shards{n}"
 
 
-def ensure_shards(corpus: Path, n: int):
+def ensure_shards(corpus: Path, n: int) -> Manifest:
     """A fresh manifest of n shards for `corpus`, built only when missing or stale."""
     folder = bench_shards_dir(corpus, n)
     try:
@@ -105,7 +110,7 @@ def ensure_shards(corpus: Path, n: int):
     return build_shards(corpus, n, folder)
 
 
-def _parallel_runner(corpus: Path, n: int):
+def _parallel_runner(corpus: Path, n: int) -> _Baseline | None:
     """A function timing GNU parallel --pipepart for a pipeline, or None when it is not installed."""
     exe = shutil.which("parallel")
     if exe is None:
@@ -124,10 +129,150 @@ def _parallel_runner(corpus: Path, n: int):
     return run
 
 
-def _timed(fn) -> tuple[float, Any]:
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = fn()
     return time.perf_counter() - start, result
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every pipeline is timed against: the corpus, its shards, both engines and the GNU baseline."""
+
+    corpus: Path
+    manifest: Manifest
+    engine: Engine
+    indexed_engine: Engine | None
+    baseline: _Baseline | None
+    load_start: float
+
+
+@dataclass
+class _Timings:
+    """One pipeline's seconds per mode and whether each mode's output matched the sequential reference."""
+
+    times: dict[str, list[float]] = field(
+        default_factory=lambda: {m: [] for m in ("sequential", "sharded", "parallel", "alone", "indexed")})
+    identical: bool = True
+    index_identical: bool = True
+    parallel_identical: bool | None = None
+
+
+def _checked_corpus(corpus: str | Path, shards: int, repeats: int) -> Path:
+    """The corpus path, once the arguments can give a fair comparison (a user error otherwise)."""
+    corpus = Path(corpus).expanduser()
+    if not corpus.is_file():
+        raise UserError(f"corpus {corpus} does not exist; build it (`grepseek data build`, `grepseek data scale`)")
+    if shards < 2:
+        raise UserError(f"--shards must be at least 2 to compare with a sequential run, got {shards}")
+    if repeats < 1:
+        raise UserError(f"--repeats must be at least 1, got {repeats}")
+    return corpus
+
+
+def _setup(corpus: Path, shards: int, index: Path | None) -> _Setup:
+    """Shards, a settled page cache, the engines and the baseline; the machine's load as timing starts."""
+    manifest = ensure_shards(corpus, shards)
+    # Same page-cache layout for both sides: a file's write history must not decide the race.
+    pagecache.settle([corpus, *manifest.paths, *(sorted(Path(index).glob("*")) if index is not None else [])])
+    load_start = os.getloadavg()[0]
+    engine = Engine(corpus, manifest.directory, min_shard_bytes=0)
+    indexed_engine = Engine(corpus, manifest.directory, min_shard_bytes=0, index=index) if index else None
+    return _Setup(corpus, manifest, engine, indexed_engine, _parallel_runner(corpus, shards), load_start)
+
+
+def _modes(setup: _Setup, pipeline: Pipeline, chosen: planner.Plan) -> dict[str, Callable[[], RunResult]]:
+    """The timed runs of one pipeline: sequential, sharded, index + shards, and shard 0 alone."""
+    def first_shard_alone() -> RunResult:
+        """Shard 0's part with the other core idle: what 2 shards would take if cores did not contend."""
+        return run_pipeline(chosen.shard_pipeline(pipeline.text), setup.manifest.shard_path(0),
+                            timeout=_TIMEOUT_S, max_output_bytes=None)
+
+    return {
+        "sequential": lambda: run_pipeline(pipeline, setup.corpus, timeout=_TIMEOUT_S, max_output_bytes=None),
+        "sharded": lambda: setup.engine.run(pipeline, timeout=_TIMEOUT_S, max_output_bytes=None),
+        "indexed": lambda: setup.indexed_engine.run(pipeline, timeout=_TIMEOUT_S, max_output_bytes=None),
+        "alone": first_shard_alone,
+    }
+
+
+def _time_rounds(setup: _Setup, p: BenchPipeline, modes: dict[str, Callable[[], RunResult]],
+                 chosen: planner.Plan, rounds: int, reference: RunResult) -> _Timings:
+    """`rounds` timings of every mode, their order alternating each round so page-cache warmth favours none."""
+    timings = _Timings()
+    times = timings.times
+    for r in range(rounds):
+        order = [("sequential", modes["sequential"]), ("sharded", modes["sharded"])]
+        order += [("indexed", modes["indexed"])] if setup.indexed_engine is not None else []
+        for mode, fn in order if r % 2 == 0 else order[::-1]:
+            seconds, result = _timed(fn)
+            times[mode].append(seconds)
+            same = (result.stdout, result.stderr, result.exit_code) == \
+                (reference.stdout, reference.stderr, reference.exit_code)
+            if mode == "sharded":
+                timings.identical = timings.identical and same
+            elif mode == "indexed":
+                timings.index_identical = timings.index_identical and same
+        if chosen.strategy in (planner.CONCAT, planner.SUM, planner.SORT_MERGE):
+            times["alone"].append(_timed(modes["alone"])[0])
+        if setup.baseline is not None:
+            measured = setup.baseline(p)
+            if measured is not None:
+                times["parallel"].append(measured[0])
+                timings.parallel_identical = (timings.parallel_identical is not False) and \
+                    measured[1] == reference.stdout
+    return timings
+
+
+def _bench_row(setup: _Setup, p: BenchPipeline, repeats: int, fast_repeats: int) -> dict[str, Any]:
+    """One pipeline's table row: median seconds per mode, speed-ups and output identity."""
+    pipeline = parse_command(p.command)
+    chosen = setup.engine.plan(pipeline)
+    modes = _modes(setup, pipeline, chosen)
+    warm_s, reference = _timed(modes["sequential"])  # warm-up (page cache) and the reference output
+    modes["sharded"]()
+    # Millisecond pipelines are at the mercy of scheduler noise: time them more often (it is cheap).
+    rounds = max(repeats, fast_repeats) if warm_s < FAST_S else repeats
+    timings = _time_rounds(setup, p, modes, chosen, rounds, reference)
+    seq, par = statistics.median(timings.times["sequential"]), statistics.median(timings.times["sharded"])
+    gnu, alone, ix = (_median(timings.times[m]) for m in ("parallel", "alone", "indexed"))
+    indexed_engine = setup.indexed_engine
+    return {
+        "kind": p.kind, "pipeline": p.command, "strategy": chosen.strategy, "shard0_alone_s": alone,
+        "index_strategy": indexed_engine.strategy(pipeline) if indexed_engine else None, "indexed_s": ix,
+        "index_speedup": seq / ix if ix == ix and ix > 0 else math.nan,
+        "index_vs_best": min(seq, par) / ix if ix == ix and ix > 0 else math.nan,
+        "index_identical": timings.index_identical if indexed_engine else None,
+        "sequential_s": seq, "sharded_s": par, "speedup": seq / par if par > 0 else math.nan,
+        "identical": timings.identical, "parallel_s": gnu,
+        "parallel_speedup": seq / gnu if gnu == gnu and gnu > 0 else math.nan,
+        "parallel_identical": timings.parallel_identical, "output_bytes": len(reference.stdout),
+    }
+
+
+def _summary(frame: Any, setup: _Setup, shards: int, repeats: int, fast_repeats: int) -> dict[str, Any]:
+    """The issue's goals (count/filter geomean, slowest head, identity) and the conditions of the run."""
+    core = frame[frame.kind.isin(["count", "filter"])]
+    heads = frame[frame.kind == "head"]
+    return {
+        "corpus": str(setup.corpus), "corpus_bytes": setup.manifest.size, "shards": shards,
+        "repeats": repeats, "fast_repeats": fast_repeats,
+        "geomean_speedup_count_filter": _geomean(core.speedup),
+        # Upper bound from shard 0 timed alone: sequential / (one shard's share with the other core idle).
+        "geomean_ideal_count_filter": _geomean(core.sequential_s / core.shard0_alone_s),
+        "min_speedup_head": float(heads.speedup.min()) if len(heads) else math.nan,
+        "all_identical": bool(frame.identical.all()),
+        **(_index_summary(frame, setup.indexed_engine) if setup.indexed_engine is not None else {}),
+        "gnu_parallel": "installed" if setup.baseline is not None else "not installed: baseline skipped",
+        # Other work on the machine steals the cores the shards need: say how busy it was.
+        "load_avg_1min_start": round(setup.load_start, 2), "load_avg_1min_end": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        "page_cache": "corpus and shards evicted and read back sequentially before timing",
+    }
 
 
 def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats: int = FAST_REPEATS,
@@ -138,104 +283,14 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
     import pandas as pd
     from tqdm import tqdm
 
-
-    corpus = Path(corpus).expanduser()
-    if not corpus.is_file():
-        raise UserError(f"corpus {corpus} does not exist; build it (`grepseek data build`, `grepseek data scale`)")
-    if shards < 2:
-        raise UserError(f"--shards must be at least 2 to compare with a sequential run, got {shards}")
-    if repeats < 1:
-        raise UserError(f"--repeats must be at least 1, got {repeats}")
+    corpus = _checked_corpus(corpus, shards, repeats)
     if pipelines is None:
         pipelines = PIPELINES + (SELECTIVE if index is not None else ())
-    manifest = ensure_shards(corpus, shards)
-    # Same page-cache layout for both sides: a file's write history must not decide the race.
-    pagecache.settle([corpus, *manifest.paths, *(sorted(Path(index).glob("*")) if index is not None else [])])
-    load_start = os.getloadavg()[0]
-    engine = Engine(corpus, manifest.directory, min_shard_bytes=0)
-    indexed_engine = Engine(corpus, manifest.directory, min_shard_bytes=0, index=index) if index else None
-    baseline = _parallel_runner(corpus, shards)
-    rows = []
-    for p in tqdm(pipelines, desc="bench engine", unit="pipeline"):
-        pipeline = parse_command(p.command)
-
-        def sequential(pipeline=pipeline):
-            return run_pipeline(pipeline, corpus, timeout=_TIMEOUT_S, max_output_bytes=None)
-
-        def sharded(pipeline=pipeline):
-            return engine.run(pipeline, timeout=_TIMEOUT_S, max_output_bytes=None)
-
-        def indexed(pipeline=pipeline):
-            return indexed_engine.run(pipeline, timeout=_TIMEOUT_S, max_output_bytes=None)
-
-        chosen = engine.plan(pipeline)
-
-        def first_shard_alone(pipeline=pipeline, chosen=chosen):
-            """Shard 0's part with the other core idle: what 2 shards would take if cores did not contend."""
-            return run_pipeline(chosen.shard_pipeline(pipeline.text), manifest.shard_path(0), timeout=_TIMEOUT_S,
-                                max_output_bytes=None)
-
-        warm_s, reference = _timed(sequential)  # warm-up (page cache) and the reference output
-        sharded()
-        # Millisecond pipelines are at the mercy of scheduler noise: time them more often (it is cheap).
-        rounds = max(repeats, fast_repeats) if warm_s < FAST_S else repeats
-        times: dict[str, list[float]] = {"sequential": [], "sharded": [], "parallel": [], "alone": [], "indexed": []}
-        identical = index_identical = True
-        parallel_identical: bool | None = None
-        for r in range(rounds):
-            order = [("sequential", sequential), ("sharded", sharded)]
-            order += [("indexed", indexed)] if indexed_engine is not None else []
-            for mode, fn in order if r % 2 == 0 else order[::-1]:
-                seconds, result = _timed(fn)
-                times[mode].append(seconds)
-                same = (result.stdout, result.stderr, result.exit_code) == \
-                    (reference.stdout, reference.stderr, reference.exit_code)
-                if mode == "sharded":
-                    identical = identical and same
-                elif mode == "indexed":
-                    index_identical = index_identical and same
-            if chosen.strategy in (planner.CONCAT, planner.SUM, planner.SORT_MERGE):
-                times["alone"].append(_timed(first_shard_alone)[0])
-            if baseline is not None:
-                measured = baseline(p)
-                if measured is not None:
-                    times["parallel"].append(measured[0])
-                    parallel_identical = (parallel_identical is not False) and measured[1] == reference.stdout
-        seq = statistics.median(times["sequential"])
-        par = statistics.median(times["sharded"])
-        gnu = statistics.median(times["parallel"]) if times["parallel"] else math.nan
-        alone = statistics.median(times["alone"]) if times["alone"] else math.nan
-        ix = statistics.median(times["indexed"]) if times["indexed"] else math.nan
-        rows.append({
-            "kind": p.kind, "pipeline": p.command, "strategy": chosen.strategy, "shard0_alone_s": alone,
-            "index_strategy": indexed_engine.strategy(pipeline) if indexed_engine else None, "indexed_s": ix,
-            "index_speedup": seq / ix if ix == ix and ix > 0 else math.nan,
-            "index_vs_best": min(seq, par) / ix if ix == ix and ix > 0 else math.nan,
-            "index_identical": index_identical if indexed_engine else None,
-            "sequential_s": seq, "sharded_s": par, "speedup": seq / par if par > 0 else math.nan,
-            "identical": identical, "parallel_s": gnu,
-            "parallel_speedup": seq / gnu if gnu == gnu and gnu > 0 else math.nan,
-            "parallel_identical": parallel_identical, "output_bytes": len(reference.stdout),
-        })
+    setup = _setup(corpus, shards, index)
+    rows = [_bench_row(setup, p, repeats, fast_repeats)
+            for p in tqdm(pipelines, desc="bench engine", unit="pipeline")]
     frame = pd.DataFrame(rows)
-    core = frame[frame.kind.isin(["count", "filter"])]
-    heads = frame[frame.kind == "head"]
-    summary = {
-        "corpus": str(corpus), "corpus_bytes": manifest.size, "shards": shards, "repeats": repeats,
-        "fast_repeats": fast_repeats,
-        "geomean_speedup_count_filter": _geomean(core.speedup),
-        # Upper bound from shard 0 timed alone: sequential / (one shard's share with the other core idle).
-        "geomean_ideal_count_filter": _geomean(core.sequential_s / core.shard0_alone_s),
-        "min_speedup_head": float(heads.speedup.min()) if len(heads) else math.nan,
-        "all_identical": bool(frame.identical.all()),
-        **(_index_summary(frame, indexed_engine) if indexed_engine is not None else {}),
-        "gnu_parallel": "installed" if baseline is not None else "not installed: baseline skipped",
-        # Other work on the machine steals the cores the shards need: say how busy it was.
-        "load_avg_1min_start": round(load_start, 2), "load_avg_1min_end": round(os.getloadavg()[0], 2),
-        "cpus": os.cpu_count(),
-        "page_cache": "corpus and shards evicted and read back sequentially before timing",
-    }
-    return frame, summary
+    return frame, _summary(frame, setup, shards, repeats, fast_repeats)
 
 
 def _index_summary(frame: Any, engine: Any) -> dict[str, Any]:
@@ -255,107 +310,3 @@ def _index_summary(frame: Any, engine: Any) -> dict[str, Any]:
 def _geomean(values: Any) -> float:
     values = [float(v) for v in values if v == v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
-
-
-def markdown_table(frame: Any, summary: dict[str, Any]) -> str:
-    """The results as a markdown table plus the summary lines (README / notebook ready)."""
-    def fmt(value: Any, pattern: str) -> str:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "n/a"
-        return pattern.format(value)
-
-    lines = [
-        f"Corpus {summary['corpus']} ({summary['corpus_bytes'] / 1e6:.0f} MB), {summary['shards']} shards, "
-        f"median of {summary['repeats']} runs ({summary.get('fast_repeats', summary['repeats'])} for pipelines "
-        f"under {FAST_S * 1000:g} ms); GNU parallel: {summary['gnu_parallel']}; {summary['cpus']} CPUs, "
-        f"1-min load average {summary['load_avg_1min_start']} at start, {summary['load_avg_1min_end']} at end; "
-        f"page cache: {summary.get('page_cache', 'as found')}.",
-        "",
-        "| kind | pipeline | strategy | sequential s | sharded s | speed-up | identical | shard 0 alone s "
-        "| parallel --pipepart s | parallel exact |",
-        "|---|---|---|---:|---:|---:|:---:|---:|---:|:---:|",
-    ]
-    for row in frame.itertuples():
-        exact = {True: "yes", False: "NO", None: "n/a"}[row.parallel_identical]
-        lines.append(
-            f"| {row.kind} | `{row.pipeline.replace('|', chr(92) + '|')}` | {row.strategy} | "
-            f"{row.sequential_s:.3f} | {row.sharded_s:.3f} | {row.speedup:.2f}x | "
-            f"{'yes' if row.identical else 'NO'} | {fmt(row.shard0_alone_s, '{:.3f}')} | "
-            f"{fmt(row.parallel_s, '{:.3f}')} | {exact} |")
-    lines += [
-        "",
-        f"Geometric-mean speed-up on count and filter pipelines: {summary['geomean_speedup_count_filter']:.2f}x; "
-        f"slowest head pipeline: {summary['min_speedup_head']:.2f}x; "
-        f"all sharded outputs identical to sequential: {'yes' if summary['all_identical'] else 'NO'}.",
-        f"If the shards did not slow each other down (shard 0 timed alone), count and filter pipelines would "
-        f"reach {summary.get('geomean_ideal_count_filter', math.nan):.2f}x: the gap to the measured figure is "
-        "contention between the cores (memory bandwidth for rg's fast literal scans), not merge work.",
-    ]
-    if "index" in summary:
-        lines += [""] + _index_table(frame, summary, fmt)
-    return "\n".join(lines) + "\n"
-
-
-def _index_table(frame: Any, summary: dict[str, Any], fmt) -> list[str]:
-    """The index columns: index + shards against sequential and against today's best (min of both)."""
-    lines = [
-        f"Index {summary['index']}: {summary['index_bytes'] / 1e6:.0f} MB "
-        f"({summary['index_bytes'] / summary['corpus_bytes']:.1%} of the corpus), {summary['index_blocks']} blocks, "
-        f"built in {summary['index_build_s']:g} s.",
-        "",
-        "| kind | pipeline | path with index | sequential s | best today s | index s | vs sequential | vs best today "
-        "| identical |",
-        "|---|---|---|---:|---:|---:|---:|---:|:---:|",
-    ]
-    for row in frame.itertuples():
-        lines.append(
-            f"| {row.kind} | `{row.pipeline.replace('|', chr(92) + '|')}` | {row.index_strategy} | "
-            f"{row.sequential_s:.4f} | {min(row.sequential_s, row.sharded_s):.4f} | {row.indexed_s:.4f} | "
-            f"{fmt(row.index_speedup, '{:.1f}x')} | {fmt(row.index_vs_best, '{:.2f}x')} | "
-            f"{'yes' if row.index_identical else 'NO'} |")
-    lines += [
-        "",
-        f"Geometric-mean speed-up of the selective rows over sequential: "
-        f"{summary['geomean_index_speedup_selective']:.1f}x; the other rows with the index, against today's best "
-        f"path: at least {summary['min_index_vs_best_other']:.2f}x; all outputs identical to sequential: "
-        f"{'yes' if summary['all_index_identical'] else 'NO'}.",
-    ]
-    return lines
-
-
-def replay_report(corpus: Path, shards: int, index: Path, trajectories: list[Path], chats: list[Path],
-                  out: Path, repeats: int = 3) -> str:
-    """Replay agent commands (sequential, sharded, index, index + shards); the latency table as markdown."""
-    commands = collect_commands(trajectories, chats)
-    manifest = ensure_shards(Path(corpus), shards)
-    replayed = replay(list(commands.command), Path(corpus), manifest.directory, index=index, repeats=repeats,
-                      max_output_bytes=None)
-    replayed.to_csv(out / "engine_replay.csv", index=False)
-    table = latency_summary(replayed)
-    sources = ", ".join(f"{n} {s}" for s, n in commands.source.value_counts().items())
-    text = (f"Replayed {len(commands)} distinct agent commands ({sources}), median of {repeats} runs each, "
-            f"outputs uncapped:\n\n" + _frame_markdown(table) + "\n")
-    (out / "engine_replay.md").write_text(text)
-    return text
-
-
-def _frame_markdown(frame: Any) -> str:
-    """A small DataFrame as a markdown table (floats with 4 decimals), without optional packages."""
-    def cell(value: Any) -> str:
-        return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-    rows = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    rows += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(rows)
-
-
-def write_report(frame: Any, summary: dict[str, Any], out: Path) -> tuple[Path, Path]:
-    """engine_bench.csv and engine_bench.md in `out`."""
-    import json
-
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out / "engine_bench.csv", out / "engine_bench.md"
-    frame.to_csv(csv_path, index=False)
-    md_path.write_text(markdown_table(frame, summary))
-    (out / "engine_bench_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return csv_path, md_path

@@ -45,8 +45,7 @@ from grepseek_lib.shell.tool import observation_text
 from grepseek_lib.train.configs import GRPOSettings
 from grepseek_lib.train.devices import vllm_available
 from grepseek_lib.train.distributed import rank, shared_state, world_size
-from grepseek_lib.train.reward import TrlShellReward, reward
-from grepseek_lib.train.sft import (
+from grepseek_lib.train.plumbing import (
     CHECKPOINTS,
     METRICS_FILE,
     SUMMARY_FILE,
@@ -57,6 +56,7 @@ from grepseek_lib.train.sft import (
     metrics_logger,
     save_final_model,
 )
+from grepseek_lib.train.reward import TrlShellReward, reward
 
 REWARD_PARTS_FILE = "reward_parts.jsonl"
 

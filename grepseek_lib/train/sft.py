@@ -8,10 +8,12 @@ How trl 1.16 is used (read from its source):
   a user turn of `<tool_response>` blocks) carry no loss. `trainer.train_dataset[i]["labels"]` shows it.
 - `max_length` would CUT long sequences (`truncation_mode`), losing the answer turn; we drop such
   trajectories instead, before the trainer sees them.
-- trl configs default `bf16=True`; we set it from `settings.precision` (`precision_flags`): "auto" is bf16 on
-  CUDA with bf16 and on a CPU with native bf16 (autocast, float32 master weights), float32 elsewhere.
-- LoRA: `peft_config=LoraConfig(...)`; the final folder is merged (`merge_and_unload`) so every backend loads it
-  as a plain model. Checkpoints every `save_steps` under OUT/checkpoints; `resume` continues from the last.
+- trl configs default `bf16=True`; we set it from `settings.precision` (`plumbing.precision_flags`):
+  "auto" is bf16 on CUDA with bf16 and on a CPU with native bf16 (autocast, float32 master weights),
+  float32 elsewhere.
+- LoRA: `peft_config=LoraConfig(...)` (`plumbing.lora_config`); the final folder is merged
+  (`merge_and_unload`) so every backend loads it as a plain model. Checkpoints every `save_steps` under
+  OUT/checkpoints; `resume` continues from the last.
 """
 
 from __future__ import annotations
@@ -22,16 +24,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from grepseek_lib.agent.chat_template import install_chat_template
-from grepseek_lib.agent.models import load_model_and_tokenizer
-from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.errors import UserError
-from grepseek_lib.train.configs import RunSettings, SFTSettings
-from grepseek_lib.train.distributed import full_state_dict, rank
-
-CHECKPOINTS = "checkpoints"
-METRICS_FILE = "metrics.jsonl"
-SUMMARY_FILE = "train_summary.json"
+from grepseek_lib.train.configs import SFTSettings
+from grepseek_lib.train.distributed import rank
+from grepseek_lib.train.plumbing import (
+    CHECKPOINTS,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    checkpoint_args,
+    last_checkpoint,
+    load_trainable,
+    lora_config,
+    metrics_logger,
+    save_final_model,
+)
 
 
 def _clean_message(message: Any, where: str) -> dict[str, str]:
@@ -82,89 +88,6 @@ def drop_overlong(rows: list[dict], tokenizer: Any, max_length: int | None) -> t
     kept = [r for r in rows
             if len(tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=False)) <= max_length]
     return kept, len(rows) - len(kept)
-
-
-def precision_flags(precision: str = "auto") -> dict[str, bool]:
-    """Trainer precision flags for a `precision` setting (auto / float32 / bf16).
-
-    bf16 means autocast over float32 master weights on a CPU (the optimizer updates float32 weights, so
-    small steps are not rounded away) and bf16 weights on CUDA, as before. "auto" picks bf16 only where it is
-    native (agent/precision.py); trl's own default (bf16=True) would crawl on a CPU that emulates it.
-    """
-    import torch
-
-    use_cpu = not torch.cuda.is_available()
-    try:
-        chosen = resolve_precision(precision, "cpu" if use_cpu else "cuda")
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    if chosen == "bf16" and not use_cpu and not torch.cuda.is_bf16_supported():
-        raise UserError("precision bf16 was asked for but this GPU has no bf16; use precision: float32 or auto")
-    return {"bf16": chosen == "bf16", "fp16": False, "use_cpu": use_cpu}
-
-
-def load_trainable(model_name: str, precision: str = "auto") -> tuple[Any, Any, dict[str, bool]]:
-    """Model and tokenizer in training mode plus the trainer's precision flags. Weights are float32 on a CPU
-    (the master copy autocast reads) and bf16 only on a CUDA device running bf16."""
-    flags = precision_flags(precision)
-    bf16_weights = flags["bf16"] and not flags["use_cpu"]
-    model, tokenizer = load_model_and_tokenizer(model_name, device="cpu" if flags["use_cpu"] else None,
-                                                dtype="bfloat16" if bf16_weights else "float32")
-    model.train()
-    return model, tokenizer, flags
-
-
-def checkpoint_args(settings: RunSettings, flags: dict[str, bool]) -> dict[str, Any]:
-    """Trainer arguments SFT and GRPO share: precision, logging, step checkpoints, seed, no trackers."""
-    return dict(activation_checkpointing=settings.gradient_checkpointing, logging_steps=settings.logging_steps,
-                save_strategy="steps", save_steps=settings.save_steps, save_total_limit=settings.save_total_limit,
-                seed=settings.seed, report_to="none", **flags)
-
-
-def lora_config(settings: RunSettings) -> Any:
-    from peft import LoraConfig
-
-    return LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
-                      target_modules="all-linear", task_type="CAUSAL_LM")
-
-
-def last_checkpoint(checkpoints: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(checkpoints)) if Path(checkpoints).is_dir() else None
-
-
-def metrics_logger(path: Path) -> Any:
-    """A trainer callback appending every log record (loss, lr, reward, ...) as a JSON line, for plots."""
-    from transformers import TrainerCallback
-
-    class JsonlMetrics(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or not state.is_world_process_zero:
-                return
-            record = {"step": state.global_step, "epoch": state.epoch, "time": time.time(),
-                      **{k: v for k, v in logs.items() if isinstance(v, (int, float, str))}}
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
-
-    return JsonlMetrics()
-
-
-def save_final_model(trainer: Any, tokenizer: Any, out: Path) -> None:
-    """A plain HF folder with our chat template: merged LoRA, float weights, tokenizer, generation config.
-    Under a launcher every rank joins the gather of sharded weights, rank 0 alone writes, all wait for it."""
-    state_dict = full_state_dict(trainer)
-    if trainer.is_world_process_zero():
-        model = trainer.model
-        if hasattr(model, "merge_and_unload"):  # a peft model
-            model, state_dict = model.merge_and_unload(), None
-        model.config.use_cache = True
-        model.generation_config.eos_token_id = tokenizer.eos_token_id
-        model.generation_config.pad_token_id = tokenizer.pad_token_id
-        model.save_pretrained(out, state_dict=state_dict)
-        install_chat_template(tokenizer).save_pretrained(out)
-    trainer.accelerator.wait_for_everyone()
 
 
 def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SFTSettings, *,
