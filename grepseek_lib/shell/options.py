@@ -67,13 +67,7 @@ def _parse_long(program: str, arg: str, args: list[str], i: int, spec: Spec,
     """Read `--name[=value]` (the next word is the value where one is needed); the next index."""
     name, eq, value = arg.partition("=")
     if name in spec.long_valued:
-        if not eq:
-            if i >= len(args):  # the program reports the missing value itself
-                options.append((name, None))
-                return i
-            value = args[i]
-            i += 1
-        options.append((name, value))
+        return _valued(name, value if eq else None, args, i, options)
     elif name in spec.long_optional:
         options.append((name, value if eq else None))
     elif name in spec.long_flags or (spec.negations and name.startswith("--no-") and not eq):
@@ -96,15 +90,7 @@ def _parse_short(program: str, arg: str, args: list[str], i: int, spec: Spec,
         ch = arg[j]
         name = spec.short_to_long.get(ch, "-" + ch)
         if ch in spec.valued:
-            value = arg[j + 1:]
-            if not value:
-                if i >= len(args):  # the program reports the missing value itself
-                    options.append((name, None))
-                    return i
-                value = args[i]
-                i += 1
-            options.append((name, value))
-            return i
+            return _valued(name, arg[j + 1:] or None, args, i, options)
         if ch in spec.optional:
             options.append((name, arg[j + 1:] or None))
             return i
@@ -112,6 +98,19 @@ def _parse_short(program: str, arg: str, args: list[str], i: int, spec: Spec,
             options.append((name, None))
             continue
         raise Refused(f"{program}: unknown option -{ch} (see `{program} --help`)")
+    return i
+
+
+def _valued(name: str, attached: str | None, args: list[str], i: int,
+            options: list[tuple[str, str | None]]) -> int:
+    """Record an option that takes a value: the attached one, else the next word; the next index."""
+    if attached is None:
+        if i >= len(args):  # the program reports the missing value itself
+            options.append((name, None))
+            return i
+        attached = args[i]
+        i += 1
+    options.append((name, attached))
     return i
 
 
