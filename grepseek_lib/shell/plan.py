@@ -51,6 +51,7 @@ HEAD = "head"
 SUM = "sum"
 SORT_MERGE = "sort_merge"
 
+
 @dataclass(frozen=True)
 class Renumber:
     """Numeric fields that prefix each output line of `rg|grep -n/-b/--column` (in print order)."""
@@ -61,6 +62,8 @@ class Renumber:
 
 @dataclass(frozen=True)
 class Plan:
+    """How one pipeline runs: the stages run on every shard, the merge rule, and the stages run once after."""
+
     strategy: str
     reason: str
     parallel: tuple[Stage, ...] = ()
@@ -83,6 +86,7 @@ class Plan:
 
 
 def sequential(reason: str) -> Plan:
+    """One plain run; `reason` says why sharding was not exact (shown by benchmarks and logs)."""
     return Plan(strategy=SEQUENTIAL, reason=reason)
 
 
