@@ -14,6 +14,7 @@ from test_shell_helpers import bash, write_corpus
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell import engine as engine_module
 from grepseek_lib.shell import plan as planner
+from grepseek_lib.shell import specs
 from grepseek_lib.shell.engine import Engine, shared_pool
 from grepseek_lib.shell.plan import is_plain_substitution, plan_pipeline
 from grepseek_lib.shell.policy import parse_command
@@ -103,6 +104,26 @@ def test_renumber_fields_follow_the_print_order():
 ])
 def test_fallback_shapes_run_once(command):
     assert strategy(command) == planner.SEQUENTIAL, plan_pipeline(hand_built(command)).reason
+
+
+@pytest.mark.parametrize("command", [
+    "rg -F -i -w paris ./corpus.jsonl", "grep -o -E 'a+' corpus.jsonl | cut -c1-3 | tr a-z A-Z",
+    "rg Paris corpus.jsonl | sed 's/a/b/g' | rg -v x", "rg Paris corpus.jsonl | head -3", "grep -c Paris corpus.jsonl",
+    "rg -o '[a-z]+' corpus.jsonl | sort | uniq | head -n 5", "grep -n -b Paris corpus.jsonl | head -n 3",
+    "rg -o x corpus.jsonl | sort | uniq -c | sort -rn | head", "sed -n 1p corpus.jsonl", "wc -l -c corpus.jsonl",
+])
+def test_the_planner_reads_the_policys_own_parse(command, monkeypatch):
+    """A checked stage carries the parse its check made: the planner plans from it without parsing again,
+    and the plan is the one argv alone gives."""
+    expected = plan_pipeline(hand_built(command))
+    pipeline = parse_command(command)
+    assert all(stage.args is not None for stage in pipeline.stages)
+
+    def no_second_parse(*args):
+        raise AssertionError("the planner parsed a checked stage again")
+
+    monkeypatch.setattr(specs, "parse_args", no_second_parse)
+    assert plan_pipeline(pipeline) == expected
 
 
 def test_a_replacement_with_a_newline_is_not_renumbered():

@@ -11,7 +11,6 @@ shard is a timeout of the command, never a partial answer.
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -23,13 +22,13 @@ from typing import BinaryIO
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell import plan as planner
-from grepseek_lib.shell.folder import private_dir
 from grepseek_lib.shell.index import find_index, load_index
 from grepseek_lib.shell.indexed import MAX_FRACTION, IndexPath
 from grepseek_lib.shell.limits import DEFAULT_LIMITS
-from grepseek_lib.shell.merge import first_lines, renumber, run_post, shift
+from grepseek_lib.shell.merge import run_post
 from grepseek_lib.shell.policy import parse_command, refused_result
-from grepseek_lib.shell.runner import EXIT_TRUNCATED, child_env, resolve_program, run_pipeline
+from grepseek_lib.shell.runner import EXIT_TRUNCATED, run_pipeline
+from grepseek_lib.shell.shard_merge import Fallback, Merger, check_shard
 from grepseek_lib.shell.shards import Manifest, load_manifest
 from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, Refused, RunResult
 
@@ -51,10 +50,6 @@ def shared_pool(workers: int) -> ThreadPoolExecutor:
         if pool is None:
             pool = _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grepseek-shard")
         return pool
-
-
-class _Fallback(Exception):
-    """The shards did something one run would not explain: answer with one sequential run."""
 
 
 @dataclass
@@ -150,7 +145,7 @@ class Engine:
             self._check_fresh()
             try:
                 result = self._run_sharded(pipeline, chosen, timeout, max_output_bytes)
-            except _Fallback:
+            except Fallback:
                 result = None
             if result is not None:
                 return _deliver(result, stdout_sink, stderr_sink)
@@ -204,7 +199,7 @@ class Engine:
         try:
             first = self._run_shard(0, pipeline, deadline, cap, cancel, on_slow=(HEAD_GRACE_S, start_rest))
         except Exception:
-            raise _Fallback from None
+            raise Fallback from None
         done: Future = Future()
         done.set_result(first)
         return _ShardRun(done, cancel)
@@ -245,26 +240,7 @@ class Engine:
             else:
                 for i in range(n):
                     start(i)
-            results: list[RunResult] = []
-            merger = _Merger(chosen, self.manifest)
-            for i in range(n):
-                try:
-                    result = start(i).future.result(timeout=max(0.0, deadline - time.monotonic()) + WAIT_MARGIN_S)
-                except TimeoutError:  # a remote shard that never answered: a timeout, as a local one
-                    return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
-                except Exception:  # e.g. no room for the private folder: one run decides what happens
-                    raise _Fallback from None
-                if result is None:
-                    raise _Fallback
-                if result.timed_out:
-                    return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
-                _check_shard(result, chosen)
-                results.append(result)
-                if merger.add(i, result.stdout):
-                    break  # a head plan has all the lines it needs: later shards are cancelled
-                for j in range(i + 1, n):
-                    start(j)
-            stdout, code = merger.finish(results, deadline)
+            merged = self._gather(start, chosen, deadline)
         finally:
             with lock:
                 closed.set()
@@ -272,13 +248,45 @@ class Engine:
                 if run is not None:
                     run.cancel.set()
                     run.future.cancel()
+        if isinstance(merged, RunResult):
+            return merged
+        stdout, code = merged
         if chosen.post:
             if len(stdout) > MAX_INTERMEDIATE_BYTES:
-                raise _Fallback
+                raise Fallback
             return run_post(pipeline, chosen.post, stdout, deadline, max_output_bytes)
         if max_output_bytes is not None and len(stdout) > max_output_bytes:
             return RunResult(stdout[:max_output_bytes], b"", EXIT_TRUNCATED, truncated=True)
         return RunResult(stdout, b"", code)
+
+    def _gather(self, start: Callable[[int], _ShardRun | None], chosen: planner.Plan,
+                deadline: float) -> tuple[bytes, int] | RunResult:
+        """Await the shards in order, merging each as it comes, starting the later ones as the plan allows.
+
+        The merged (stdout, status), or the RunResult of a timeout: one shard out of time is the command's.
+        """
+        assert self.manifest is not None
+        n = len(self.manifest.shards)
+        results: list[RunResult] = []
+        merger = Merger(chosen, self.manifest)
+        for i in range(n):
+            try:
+                result = start(i).future.result(timeout=max(0.0, deadline - time.monotonic()) + WAIT_MARGIN_S)
+            except TimeoutError:  # a remote shard that never answered: a timeout, as a local one
+                return RunResult(b"", b"", EXIT_TIMEOUT, timed_out=True)
+            except Exception:  # e.g. no room for the private folder: one run decides what happens
+                raise Fallback from None
+            if result is None:
+                raise Fallback
+            if result.timed_out:
+                return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
+            check_shard(result, chosen)
+            results.append(result)
+            if merger.add(i, result.stdout):
+                break  # a head plan has all the lines it needs: later shards are cancelled
+            for j in range(i + 1, n):
+                start(j)
+        return merger.finish(results, deadline)
 
 
 def _deliver(result: RunResult, stdout_sink: BinaryIO | None, stderr_sink: BinaryIO | None) -> RunResult:
@@ -293,117 +301,3 @@ def _deliver(result: RunResult, stdout_sink: BinaryIO | None, stderr_sink: Binar
                 result.truncated = True
     return RunResult(b"" if stdout_sink else result.stdout, b"" if stderr_sink else result.stderr,
                      result.exit_code, timed_out=result.timed_out, truncated=result.truncated)
-
-
-def _check_shard(result: RunResult, chosen: planner.Plan) -> None:
-    """A shard is trusted only if it behaved as a clean run: no message, no cut, a normal status."""
-    if result.stderr or result.truncated:
-        raise _Fallback
-    last = chosen.parallel[-1].program
-    allowed = (0, 1) if last in ("rg", "grep") else (0,)
-    if result.exit_code not in allowed:
-        raise _Fallback
-
-
-class _Merger:
-    """Accumulates shard outputs in shard order and applies the plan's merge rule."""
-
-    def __init__(self, chosen: planner.Plan, manifest: Manifest) -> None:
-        self.plan = chosen
-        self.manifest = manifest
-        self.parts: list[bytes] = []
-        self.lines = 0
-        self.size = 0
-
-    def add(self, index: int, out: bytes) -> bool:
-        """Take shard `index`'s output; True once a head plan needs nothing from later shards."""
-        p = self.plan
-        if p.renumber is not None and index > 0:  # shard 0 starts the file: its numbers are right
-            shard = self.manifest.shards[index]
-            try:
-                out = renumber(out, p.renumber, shift(shard.first_line - 1), shift(shard.byte_offset))
-            except ValueError:
-                raise _Fallback from None
-        if p.strategy != planner.HEAD:
-            self.parts.append(out)
-            return False
-        if p.head_bytes is not None:
-            out = out[: p.head_bytes - self.size]
-            self.parts.append(out)
-            self.size += len(out)
-            return self.size >= p.head_bytes
-        out = first_lines(out, p.head_lines - self.lines)
-        self.parts.append(out)
-        self.lines += out.count(b"\n")
-        return self.lines >= p.head_lines
-
-    def finish(self, results: list[RunResult], deadline: float) -> tuple[bytes, int]:
-        p = self.plan
-        codes = [r.exit_code for r in results]
-        if p.strategy in (planner.CONCAT, planner.HEAD):
-            code = (0 if 0 in codes else 1) if p.match_exit else 0
-            return b"".join(self.parts), code
-        if p.strategy == planner.SUM:
-            return _sum_counts(self.parts, codes)
-        if p.strategy == planner.SORT_MERGE:
-            return _sort_merge(self.parts, p, deadline), 0
-        raise AssertionError(p.strategy)
-
-
-def _sum_counts(parts: list[bytes], codes: list[int]) -> tuple[bytes, int]:
-    """Add `N[suffix]\\n` counts; zero keeps the shards' own (identical) zero output and status."""
-    total = 0
-    shapes = set()
-    for out in parts:
-        if not out:
-            continue
-        head, sep, rest = out.partition(b"\n")
-        digits_end = len(head) - len(head.lstrip(b"0123456789"))
-        if not sep or rest or digits_end == 0:
-            raise _Fallback
-        total += int(head[:digits_end])
-        shapes.add(head[digits_end:])
-    if total == 0:
-        if len(set(parts)) != 1 or len(set(codes)) != 1:
-            raise _Fallback
-        return parts[0], codes[0]
-    if len(shapes) != 1 or any(c not in (0, 1) for c in codes) or 0 not in codes:
-        raise _Fallback
-    return b"%d%s\n" % (total, shapes.pop()), 0
-
-
-def _sort_merge(parts: list[bytes], p: planner.Plan, deadline: float) -> bytes:
-    """`sort -m` with the same options over the per-shard results, then uniq and head again."""
-    sort = resolve_program("sort")
-    if sort is None:
-        raise _Fallback
-    with private_dir("sortm") as folder:
-        names = []
-        for i, out in enumerate(parts):
-            name = f"part-{i:03d}"
-            (folder / name).write_bytes(out)
-            names.append(name)
-        try:
-            proc = subprocess.run(["sort", "-m", *p.sort_options, "--", *names], executable=sort, cwd=folder,
-                                  env={**child_env(), "TMPDIR": str(folder)}, capture_output=True,
-                                  timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise _Fallback from None
-        if proc.returncode != 0 or proc.stderr:
-            raise _Fallback
-        merged = proc.stdout
-    if p.merge_uniq:
-        merged = _uniq(merged)
-    return first_lines(merged, p.head_lines or 0)
-
-
-def _uniq(data: bytes) -> bytes:
-    """Bare `uniq`: drop a line equal to the one before it."""
-    lines = data.split(b"\n")
-    tail = lines.pop()
-    kept = [line for k, line in enumerate(lines) if k == 0 or line != lines[k - 1]]
-    out = b"".join(line + b"\n" for line in kept)
-    if tail and (not lines or tail != lines[-1]):
-        out += tail
-    return out
-

@@ -7,7 +7,7 @@ depends on the lines it does not select: no -v, no context, no multiline, no -f.
 by running the real program anyway (an empty candidate set still runs it, on an empty file, so
 `grep -c` prints 0 and `rg -c` prints nothing, exactly as on the corpus). Line numbers and byte
 offsets (-n, -b, --column) are rewritten from block offsets. Every later stage runs unchanged on
-the first stage's output, so it must not read any path (plan.post_reason). Case flags do not matter:
+the first stage's output, so it must not read any path (shardable.post_reason). Case flags do not matter:
 the index folds case more widely than either program (fold.py).
 """
 
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grepseek_lib.shell import literals, policy
-from grepseek_lib.shell.plan import CORPUS_OPERANDS, Renumber, post_reason
-from grepseek_lib.shell.types import Pipeline, Refused
+from grepseek_lib.shell import literals
+from grepseek_lib.shell.plan import Renumber
+from grepseek_lib.shell.shardable import CORPUS_OPERANDS, post_reason
+from grepseek_lib.shell.specs import stage_args
+from grepseek_lib.shell.types import ParsedArgs, Pipeline, Refused
 
 #: Options that do not change which lines match nor let unselected lines reach the output.
 _SAFE = {
@@ -52,8 +54,7 @@ def analyze(pipeline: Pipeline) -> Prefilter | str:
     if first.program not in _SAFE:
         return f"{first.program} is not a search the index can narrow"
     try:
-        parsed = policy.parse_args(first.program, list(first.argv[1:]), policy.RG if first.program == "rg"
-                                   else policy.GREP)
+        parsed = stage_args(first)
     except Refused as exc:
         return str(exc)
     unsafe = [name for name, _ in parsed.options if name not in _SAFE[first.program]]
@@ -83,7 +84,7 @@ def analyze(pipeline: Pipeline) -> Prefilter | str:
     return Prefilter(alternatives, renumber)
 
 
-def _syntax(program: str, parsed: policy.ParsedArgs) -> str | None:
+def _syntax(program: str, parsed: ParsedArgs) -> str | None:
     kinds = {_MATCHERS[name] for name, _ in parsed.options if name in _MATCHERS}
     if program == "rg":
         return literals.FIXED if literals.FIXED in kinds else literals.RUST
@@ -110,7 +111,7 @@ def _alternatives(program: str, patterns: list[str], syntax: str) -> tuple[tuple
     return tuple(found)
 
 
-def _renumber(program: str, parsed: policy.ParsedArgs, operand: str) -> Renumber | None | str:
+def _renumber(program: str, parsed: ParsedArgs, operand: str) -> Renumber | None | str:
     """How -n/-b/--column output is rewritten; None when nothing is numbered; a str: not handled."""
     line, column, byte = None, False, False
     fname = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: Exit codes of the `grepseek run` contract (the same numbers bash uses).
 EXIT_REFUSED = 126
@@ -13,11 +13,28 @@ class Refused(Exception):
     """A command the policy will not run; str(exc) is a one-line reason the agent can act on."""
 
 
+@dataclass
+class ParsedArgs:
+    """A stage's argv split the way its program splits it (options.parse_args)."""
+
+    options: list[tuple[str, str | None]]  #: (canonical name such as "--file", value)
+    operands: list[str]
+
+    def has(self, *names: str) -> bool:
+        return any(name in names for name, _ in self.options)
+
+    def values(self, *names: str) -> list[str]:
+        return [value or "" for name, value in self.options if name in names]
+
+
 @dataclass(frozen=True)
 class Stage:
     """One program of a pipeline: argv after quote removal, argv[0] a bare allowed program name."""
 
     argv: tuple[str, ...]
+    #: The policy's parse of argv[1:], kept so later readers (the planner) need not parse again;
+    #: None for find and for a Stage built by hand. Not part of equality: argv alone says what runs.
+    args: ParsedArgs | None = field(default=None, compare=False, repr=False)
 
     @property
     def program(self) -> str:
