@@ -196,14 +196,14 @@ def test_head_cancels_later_shards_once_it_has_its_lines(sharded, monkeypatch):
     def recording(pipeline, path, **kwargs):
         calls.append((path.name, kwargs["cancel"]))
         if path.name != "shard-000.jsonl":
-            time.sleep(0.3)  # later shards are slow: the answer must not wait for them
+            time.sleep(3.0)  # later shards are slow: the answer must not wait for them
         return real(pipeline, path, **kwargs)
 
     monkeypatch.setattr(engine_module, "run_pipeline", recording)
     command = "rg the corpus.jsonl | head -n 2"
     start = time.monotonic()
     result = Engine(corpus, shards).run(parse_command(command), timeout=10)
-    assert time.monotonic() - start < 0.25
+    assert time.monotonic() - start < 2.5  # far below the later shards' 3 s, with room for a loaded machine
     assert result.stdout == bash(command, ref).stdout and result.stdout.count(b"\n") == 2
     assert calls[0][0] == "shard-000.jsonl"
     assert all(cancel.is_set() for name, cancel in calls[1:])

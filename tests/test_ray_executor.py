@@ -22,8 +22,15 @@ from grepseek_lib.shell.shards import build_shards
 
 @pytest.fixture(scope="module")
 def ray_instance():
-    ray.init(num_cpus=2, resources={shard_resource(i): 1 for i in range(4)}, namespace="grepseek",
-             include_dashboard=False, log_to_driver=False)
+    for attempt in range(2):  # Ray gives its raylet a fixed 30 s to start: a loaded machine may need a second try
+        try:
+            ray.init(num_cpus=2, resources={shard_resource(i): 1 for i in range(4)}, namespace="grepseek",
+                     include_dashboard=False, log_to_driver=False)
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt:
+                raise
     yield
     ray.shutdown()
 
