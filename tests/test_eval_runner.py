@@ -139,6 +139,7 @@ def test_cli_eval_with_the_tiny_model(setup, tmp_path, capsys):
     assert [r["id"] for r in records] == ["n1", "n2"] and all(len(r["retrieved_ids"]) == 1 for r in records)
     settings = json.loads((base / "settings.json").read_text())
     assert settings["system"] == "bm25" and settings["hf_dtype"] == weights_dtype() in ("float32", "bfloat16")
+    assert "| nq | 2 |" in (base / "table.md").read_text()  # the baseline writes the runner's tables too
     assert main([*args, "--constrained"]) == 2 and "bm25 reader" in capsys.readouterr().err
     assert main([*args[:4], "0", *args[5:]]) == 2 and "--k" in capsys.readouterr().err
 

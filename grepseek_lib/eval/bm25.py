@@ -21,8 +21,8 @@ from grepseek_lib.agent.evidence import answer_in
 from grepseek_lib.data.formats import iter_corpus
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval.identity import file_sha256
-from grepseek_lib.eval.runner import RECORDS, plan_questions
-from grepseek_lib.metrics import aggregate, exact_match, f1
+from grepseek_lib.eval.runner import RECORDS, plan_questions, write_tables
+from grepseek_lib.metrics import exact_match, f1
 
 #: Passages given to the reader by default (short enough for a 135M model's context).
 DEFAULT_TOP_K = 3
@@ -209,11 +209,9 @@ def evaluate_baseline(
 ):
     """The baseline over the same questions eval.runner.evaluate takes (first `limit` per benchmark).
 
-    Writes out_dir/records.jsonl in the runner's layout (so comparison code reads both alike) and
-    returns the per-benchmark + micro/macro table.
+    Writes out_dir/records.jsonl and the tables in the runner's layout (so comparison code reads both
+    alike) and returns the per-benchmark + micro/macro table.
     """
-    import pandas as pd
-
     records = [{**q, "benchmark": name} for name, q in plan_questions(benchmarks, limit, benchmarks_dir)]
     index = load_or_build_index(Path(corpus))
     if backend is None:
@@ -223,5 +221,4 @@ def evaluate_baseline(
     out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / RECORDS).open("w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=["benchmark", "em", "f1", "evidence_found"])
-    return aggregate(frame, by="benchmark", metrics=("em", "f1", "evidence_found"))
+    return write_tables(out_dir, metrics=("em", "f1", "evidence_found"))

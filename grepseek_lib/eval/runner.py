@@ -135,19 +135,19 @@ def markdown_table(table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tables(out_dir: Path):
+def write_tables(out_dir: Path, metrics: Sequence[str] = TABLE_METRICS):
     """results.parquet (one row a question) + table.md / table.csv (per benchmark, micro, macro)."""
     import pandas as pd
 
     out_dir = Path(out_dir)
     frame = pd.DataFrame(read_records(out_dir))
     if frame.empty:
-        return aggregate(pd.DataFrame(columns=["benchmark", *TABLE_METRICS]), metrics=TABLE_METRICS)
+        return aggregate(pd.DataFrame(columns=["benchmark", *metrics]), metrics=metrics)
     frame.to_parquet(out_dir / RESULTS, index=False)
-    for column in TABLE_METRICS:  # records from before a column existed
+    for column in metrics:  # records from before a column existed
         if column not in frame.columns:
             frame[column] = float("nan")
-    table = aggregate(frame, by="benchmark", metrics=TABLE_METRICS)
+    table = aggregate(frame, by="benchmark", metrics=metrics)
     table.to_csv(out_dir / TABLE_CSV)
     (out_dir / TABLE_MD).write_text(markdown_table(table), encoding="utf-8")
     return table
