@@ -35,7 +35,8 @@ _COMMON: dict[str, Any] = {
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
 #: default is SmolLM2-135M sized to about 45 minutes on a 2-core CPU (measured under load: SFT ~60 s an
 #: example, one GRPO step of 4 rollouts ~5 min, an agent episode ~60 s; an idle machine is ~2x faster).
-#: Raise eval_limit / sft_max_examples / grpo_steps through --params for a longer, more telling run.
+#: Raise eval_limit / sft_max_examples / grpo_steps through --params for a longer, more telling run. SFT on
+#: every cold-start trajectory does not fit in it: one epoch over the 142 took 102 min (docs/RESULTS.md).
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {
         **_COMMON,
