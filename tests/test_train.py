@@ -363,6 +363,30 @@ def test_format_check_runs_agent_episodes(world, tmp_path, capsys):
                      benchmarks_dir=world["bench"])
 
 
+def test_format_check_resumes_after_the_last_finished_batch(world, tmp_path, monkeypatch):
+    from grepseek_lib.train import format_check as fc
+
+    args = dict(limit=2, benchmarks=["nq"], corpus=world["corpus"], benchmarks_dir=world["bench"],
+                max_new_tokens=16, batch_size=1, out=tmp_path)
+    first = fc.format_check(world["model"], **args)
+    lines = (tmp_path / fc.EPISODES_FILE).read_text().splitlines()
+    assert len(lines) == 2  # appended a batch at a time
+    (tmp_path / fc.EPISODES_FILE).write_text(lines[0] + "\n")  # as if killed during the second batch
+    ran = []
+    real = fc.run_batch
+    monkeypatch.setattr(fc, "run_batch", lambda items, *a, **k: ran.append(len(items)) or real(items, *a, **k))
+    again = fc.format_check(world["model"], **args)
+    assert ran == [1] and again["episodes"] == 2
+    assert again["format_pass_rate"] == first["format_pass_rate"] and again["mean_f1"] == first["mean_f1"]
+    ran.clear()
+    assert fc.format_check(world["model"], **args)["episodes"] == 2 and ran == []  # all done: nothing runs
+    with pytest.raises(UserError, match="other settings"):
+        fc.format_check(world["model"], **{**args, "max_new_tokens": 8})
+    (tmp_path / fc.RUN_FILE).write_text("{broken")
+    with pytest.raises(UserError, match="other settings"):
+        fc.format_check(world["model"], **args)
+
+
 def test_precision_settings_pick_bf16_only_where_it_is_native(monkeypatch):
     """auto: bf16 autocast on a CPU with native bf16, float32 where it would be emulated; forced values win."""
     from grepseek_lib.agent import precision

@@ -61,7 +61,8 @@ def register(subparsers) -> None:
     check.add_argument("--benchmarks", default="nq,hotpotqa", help="comma-separated held-out benchmarks")
     check.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     check.add_argument("--batch-size", type=int, default=8, help="episodes stepped together (default: 8)")
-    check.add_argument("--out", type=Path, default=None, help="write episodes and the result here")
+    check.add_argument("--out", type=Path, default=None, help="write episodes (a batch at a time) and the result here; a rerun with "
+                       "the same model, corpus and token budget resumes")
     check.set_defaults(func=format_check_command)
 
 

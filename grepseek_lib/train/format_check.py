@@ -16,13 +16,15 @@ from grepseek_lib import config
 from grepseek_lib.agent.backends import HFBackend
 from grepseek_lib.agent.evidence import summarize_search, trajectory_report
 from grepseek_lib.agent.loop import episode_progress, run_batch
-from grepseek_lib.agent.trajectory import save_jsonl
+from grepseek_lib.agent.trajectory import Trajectory, append_jsonl, load_jsonl
 from grepseek_lib.data.formats import load_benchmark
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.open import open_tool, resolve_corpus
 from grepseek_lib.train.reward import reward_parts
 
 DEFAULT_BENCHMARKS = ("nq", "hotpotqa")
+EPISODES_FILE = "format_check_episodes.jsonl"
+RUN_FILE = "format_check_run.json"
 
 
 def held_out_questions(benchmarks: Sequence[str], limit: int, benchmarks_dir: Path | None = None) -> list[dict]:
@@ -66,15 +68,25 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
                  corpus: Path | None = None, shards: Path | None = None, batch_size: int = 8,
                  max_new_tokens: int = 512, benchmarks_dir: Path | None = None,
                  out: Path | None = None) -> dict[str, Any]:
-    """Run `limit` greedy episodes; returns the pass rate and its parts (and writes the episodes to `out`)."""
+    """Run `limit` greedy episodes; returns the pass rate and its parts. With `out`, episodes are appended
+    there a batch at a time and a rerun with the same settings resumes after the last finished batch."""
     corpus, shards = resolve_corpus(corpus, shards)
     items = held_out_questions(benchmarks, limit, benchmarks_dir)
-    backend = HFBackend(model, batch_size=batch_size)
-    tool = open_tool(corpus, shards, tokenizer=backend.tokenizer)
+    finished = _resume(Path(out), {"model": str(model), "corpus": str(Path(corpus).resolve()),
+                                   "max_new_tokens": max_new_tokens}) if out is not None else {}
+    todo = [item for item in items if item["id"] not in finished]
     start = time.time()
-    with episode_progress(len(items), "format-check") as on_turn:
-        trajectories = run_batch(items, backend, tool, max_new_tokens=max_new_tokens, temperature=0.0,
-                                 on_turn=on_turn)
+    if todo:
+        backend = HFBackend(model, batch_size=batch_size)
+        tool = open_tool(corpus, shards, tokenizer=backend.tokenizer)
+        with episode_progress(len(items), "format-check") as on_turn:
+            for first in range(0, len(todo), batch_size):
+                done = run_batch(todo[first:first + batch_size], backend, tool, max_new_tokens=max_new_tokens,
+                                 temperature=0.0, on_turn=on_turn)
+                if out is not None:
+                    append_jsonl(done, Path(out) / EPISODES_FILE)
+                finished.update({t.id: t for t in done})
+    trajectories = [finished[item["id"]] for item in items]
     parts = [reward_parts(t.assistant_texts(), t.golds) for t in trajectories]
     n = max(len(parts), 1)
     reasons: dict[str, int] = {}
@@ -94,8 +106,24 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
               "by_benchmark": by_benchmark(trajectories, parts),
               "wall_s": round(time.time() - start, 1)}
     if out is not None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        save_jsonl(trajectories, out / "format_check_episodes.jsonl")
-        (out / "format_check.json").write_text(json.dumps(result, indent=2))
+        (Path(out) / "format_check.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+def _resume(out: Path, run: dict[str, Any]) -> dict[str, Trajectory]:
+    """Episodes already in `out` by id; refuses a folder holding another run's episodes."""
+    out.mkdir(parents=True, exist_ok=True)
+    recorded = out / RUN_FILE
+    episodes = out / EPISODES_FILE
+    if recorded.is_file() and _read_json(recorded) != run:
+        raise UserError(f"{out} holds a format-check of other settings ({recorded}); give another --out "
+                        "or delete that folder")
+    recorded.write_text(json.dumps(run, indent=2), encoding="utf-8")
+    return {t.id: t for t in load_jsonl(episodes)} if episodes.is_file() else {}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # unreadable: not this run's record
