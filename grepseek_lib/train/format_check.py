@@ -72,8 +72,9 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
     there a batch at a time and a rerun with the same settings resumes after the last finished batch."""
     corpus, shards = resolve_corpus(corpus, shards)
     items = held_out_questions(benchmarks, limit, benchmarks_dir)
-    finished = _resume(Path(out), {"model": str(model), "corpus": str(Path(corpus).resolve()),
-                                   "max_new_tokens": max_new_tokens}) if out is not None else {}
+    out = Path(out) if out is not None else None
+    finished = _resume(out, {"model": str(model), "corpus": str(Path(corpus).resolve()),
+                             "max_new_tokens": max_new_tokens}) if out is not None else {}
     todo = [item for item in items if item["id"] not in finished]
     start = time.time()
     if todo:
@@ -84,7 +85,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
                 done = run_batch(todo[first:first + batch_size], backend, tool, max_new_tokens=max_new_tokens,
                                  temperature=0.0, on_turn=on_turn)
                 if out is not None:
-                    append_jsonl(done, Path(out) / EPISODES_FILE)
+                    append_jsonl(done, out / EPISODES_FILE)
                 finished.update({t.id: t for t in done})
     trajectories = [finished[item["id"]] for item in items]
     parts = [reward_parts(t.assistant_texts(), t.golds) for t in trajectories]
@@ -106,7 +107,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
               "by_benchmark": by_benchmark(trajectories, parts),
               "wall_s": round(time.time() - start, 1)}
     if out is not None:
-        (Path(out) / "format_check.json").write_text(json.dumps(result, indent=2))
+        (out / "format_check.json").write_text(json.dumps(result, indent=2))
     return result
 
 
