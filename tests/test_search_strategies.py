@@ -177,3 +177,47 @@ def test_format_check_reports_search_rates_per_benchmark():
     assert table["nq"] == {"episodes": 2, "format_pass_rate": 0.5, "mean_f1": 0.5, "evidence_recall": 0.5,
                            "first_search_empty_rate": 0.5, "repeated_command_rate": 0.5}
     assert table["popqa"]["evidence_recall"] == 0.0 and table["popqa"]["first_search_empty_rate"] == 0.0
+
+
+@pytest.mark.parametrize(("question", "avoid", "expected"), [
+    ("Who was born earlier, Emma Bull or Virginia Woolf?", "Emma Bull", ["Virginia Woolf"]),
+    ("What pantheon is the God of the underworld in ancient Egypt a part of?", "Osiris",
+     ["God of the underworld", "Egypt"]),
+    ("In what year was the University of Notre Dame founded?", "x", ["University of Notre Dame"]),
+    ("If Gallu is a demon Lilu is what?", "Gallu", ["Lilu"]),
+    ("What is Henry Feilden's occupation?", "Henry Feilden", []),
+    ('Which series is based on the team "Teen Titans"?', "x", ["Teen Titans"]),
+])
+def test_blind_guesses_read_names_off_the_question_alone(question, avoid, expected):
+    from grepseek_lib.coldstart.searches import blind_guesses
+
+    assert blind_guesses(question, avoid) == expected
+
+
+def test_a_blind_guess_that_printed_nothing_is_widened_step_by_step(tmp_path, monkeypatch):
+    """The agent's first search is a guess read off the question; when it prints nothing the next one adds
+    -i, then falls back to the name the passage holds, each thought saying what changed."""
+    from grepseek_lib.coldstart import searches
+    from grepseek_lib.shell.tool import ShellTool
+
+    monkeypatch.setattr(offline, "BLIND_GUESS_RATE", 1.0)
+    monkeypatch.setattr(searches, "BLIND_GUESS_RATE", 1.0)
+    corpus = _write_corpus(tmp_path / "corpus.jsonl")
+    tutor, planner = _roles(corpus)
+    row = {**HOTPOT_BRIDGE, "question": "In which town was the director of Moon Garden Pictures born?"}
+    seen_twice = False
+    for seed in range(6):
+        outcome = process_question(_item(row), tutor, planner, ShellTool(corpus, timeout=20), seed=seed,
+                                   probe_rate=0.0, fill_budget_rate=0.0, detour_rate=1.0)
+        assert outcome.accepted, (seed, outcome.stage, outcome.reason)
+        calls = [t for t in outcome.turns if t.command]
+        commands = [t.command for t in calls]
+        assert commands[0].split(" ", 1)[1].startswith("-F 'Moon Garden Pictures' ")
+        assert calls[0].payload["stdout"] == ""
+        assert len(set(commands)) == len(commands)
+        if commands[1].split(" ", 1)[1].startswith("-F -i 'Moon Garden Pictures' "):
+            seen_twice = True
+            assert "-i" in calls[1].think and "fewer words: 'Moon Garden'" in calls[2].think
+        else:
+            assert "fewer words: 'Moon Garden'" in calls[1].think
+    assert seen_twice

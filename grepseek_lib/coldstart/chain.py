@@ -171,14 +171,16 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
         for command in dead_ends:
             if spare <= 0:
                 break
-            spare -= 1
             empty = any(a.command == command and a.reason == "empty" for a in verified.attempts)
             # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
             as_count = zero_count_rate > 0 and rng.random() < zero_count_rate and empty and count_command(command)
             command = as_count or command
+            payload = tool(command)
+            if evidence and evidence in _printed_ids(Observed(command, payload)):
+                continue  # it printed the answer's passage after all: not a dead end to search on from
+            spare -= 1
             draft = planner.draft(item, history, rng)
             think = tutor.edit(item, draft, command, history, hop, rng)
-            payload = tool(command)
             turns.append(Turn(think, command, payload, probe=bool(as_count)))
             history.append(Observed(command, payload, probe=bool(as_count), dead_end=True))
         probe = count_command(verified.command)

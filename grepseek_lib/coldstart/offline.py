@@ -15,8 +15,10 @@ from dataclasses import replace
 
 from grepseek_lib.coldstart.roles import Item, Observed, StepContext, SubQuestion
 from grepseek_lib.coldstart.searches import (
+    BLIND_GUESS_RATE,
     FIRST_SEARCH_WEIGHTS,
     Search,
+    blind_guesses,
     change_reason,
     first_searches,
     motivation,
@@ -249,13 +251,17 @@ class OfflineTutor:
 
     # -- the chain
     def _searches(self, ctx: StepContext) -> list[Search]:
-        """Searches in the order the Tutor tries them: the hop's first strategy is drawn from
-        FIRST_SEARCH_WEIGHTS, the other strategies follow, then wider reads and other keywords."""
+        """Searches in the order the Tutor tries them: often an answer-blind guess from the question
+        first (BLIND_GUESS_RATE), then the hop's first strategy drawn from FIRST_SEARCH_WEIGHTS, the other
+        strategies, then wider reads and other keywords."""
         step, rng = ctx.step, ctx.rng
         anchors = [ctx.anchor] if ctx.anchor else step.anchors
         kws = step.keywords
         first = rng.choices(STRATEGIES, weights=[FIRST_SEARCH_WEIGHTS[k] for k in STRATEGIES])[0]
         out: list[Search] = []
+        guesses = blind_guesses(ctx.item.question, anchors[0]) if anchors and not ctx.anchor else []
+        if guesses and rng.random() < BLIND_GUESS_RATE:
+            out.append(Search(rng.choice(guesses[:3]), head=rng.choice((3, 5)), fallback=anchors[0]))
         for anchor in anchors:
             by_strategy = first_searches(anchor, step.gold_titles, kws, rng)
             out += by_strategy.pop(first, [])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass, replace
 
 from grepseek_lib.coldstart.verify import words
@@ -13,6 +14,20 @@ from grepseek_lib.coldstart.verify import words
 #: How often a hop's first search is each strategy (`strategies.STRATEGIES`). A policy trained on title
 #: lookups alone looks every question up as a title, which prints nothing when the wording differs.
 FIRST_SEARCH_WEIGHTS = {"text": 0.3, "phrase": 0.2, "cooccur": 0.35, "title": 0.15}
+#: Share of hops from the question that first try an answer-blind guess: a name or phrase read off the
+#: question alone, as the agent at inference must. The verified anchors are strings the evidence passage
+#: holds, so without these guesses the data almost never shows an empty search answered by a wider one.
+BLIND_GUESS_RATE = 0.8
+_LINKING = frozenset("of the on de da von van del la le".split())
+_QUESTION_WORDS = frozenset("what who whom whose which when where why how is are was were did does do in on "
+                            "the a an this that these those if as at by for from of to during after before "
+                            "since while with".split())
+_TOKEN = re.compile(r"[^\W_]+(?:['.\-][^\W_]+)*\.?")
+_STOP = frozenset("a an the and or but is are was were be been has have had do does did which what who whom "
+                 "whose when where why how that this it its he she his her they their also".split())
+_QUOTED = re.compile(r'"([^"]{3,80})"')
+
+
 @dataclass(frozen=True)
 class Search:
     """A search the offline Tutor can write and widen step by step."""
@@ -25,6 +40,7 @@ class Search:
     ignore_case: bool = False
     head: int = 5
     program: str = "rg"
+    fallback: str | None = None  # a blind guess widens to this name once the case is dropped
 
     @property
     def strategy(self) -> str:
@@ -40,6 +56,10 @@ class Search:
             return replace(self, title="prefix")
         if self.title == "prefix":
             return replace(self, title=None, ignore_case=True)
+        if self.fallback is not None:
+            if not self.ignore_case:
+                return replace(self, ignore_case=True)
+            return Search(self.fallback, head=self.head, program=self.program)
         if self.word:
             return replace(self, word=False)
         if not self.ignore_case:
@@ -93,6 +113,39 @@ def first_searches(anchor: str, gold_titles: list[str], kws: list[str],
     phrase = [Search(anchor, ignore_case=True, head=head)] if len(anchor.split()) > 1 else []
     return {"title": title, "text": [Search(anchor, head=head)], "phrase": phrase,
             "cooccur": [Search(anchor, k, word=True, ignore_case=rng.random() < 0.5, head=head) for k in kws[:2]]}
+
+
+def blind_guesses(question: str, avoid: str) -> list[str]:
+    """What an answer-blind agent would search first, read off the question alone: quoted titles, runs
+    of capitalized words (linking words such as "of the" allowed inside), then a capitalized word with
+    the words after it; none equal to `avoid` (the anchor the Tutor verified). Longest first."""
+    tokens = [(re.sub(r"'s$|\.$", "", m.group()), m.start()) for m in _TOKEN.finditer(question)]
+    guesses = [q.strip() for q in _QUOTED.findall(question)]
+    run: list[int] = []
+    for i, (token, _) in enumerate([*tokens, ("", len(question))]):
+        capital = token[:1].isupper() or token[:1].isdigit()
+        if capital and not (i == 0 and token.lower() in _QUESTION_WORDS):
+            run.append(i)
+            continue
+        if run and token.lower() in _LINKING and i + 1 < len(tokens) and tokens[i + 1][0][:1].isalnum() \
+                and not tokens[i + 1][0][:1].islower():
+            run.append(i)
+            continue
+        if run:
+            guesses.append(_span(question, tokens, run[0], run[-1]))
+            end = i
+            while end < len(tokens) and tokens[end][0].lower() in _LINKING:
+                end += 1
+            if len(run) == 1 and end < len(tokens) and tokens[end][0].lower() not in _STOP:
+                guesses.append(_span(question, tokens, run[0], end))  # "God of the underworld"
+        run = []
+    keep = [g for g in dict.fromkeys(guesses)
+            if len(g) >= 4 and words(g) != words(avoid) and any(w not in _QUESTION_WORDS for w in words(g))]
+    return sorted(keep, key=lambda g: -len(g))
+
+
+def _span(question: str, tokens: list[tuple[str, int]], first: int, last: int) -> str:
+    return question[tokens[first][1]:tokens[last][1] + len(tokens[last][0])].strip(" ,?")
 
 
 # ---------------------------------------------------------------- the roles
