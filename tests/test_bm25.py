@@ -77,10 +77,10 @@ def test_index_is_cached_and_reloaded(tmp_path, monkeypatch):
     corpus = write_corpus(tmp_path / "corpus.jsonl")
     first = bm25.load_or_build_index(corpus)
     assert first.path.parent == tmp_path / "data" / "bm25"
-    assert (first.path / "ids.json").is_file()
-    mtime = (first.path / "ids.json").stat().st_mtime_ns
+    assert (first.path / "layout.json").is_file()
+    mtime = (first.path / "layout.json").stat().st_mtime_ns
     again = bm25.load_or_build_index(corpus)
-    assert again.path == first.path and (first.path / "ids.json").stat().st_mtime_ns == mtime
+    assert again.path == first.path and (first.path / "layout.json").stat().st_mtime_ns == mtime
     assert [h.id for h in bm25.retrieve(again, ["highest mountain"], k=1)[0]] == ["3"]
 
 
@@ -98,9 +98,14 @@ def test_malformed_or_missing_corpus_is_a_user_error(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "1", "contents": "\\"A\\"\\ntext"}\nnot json\n')
     with pytest.raises(UserError, match="bad.jsonl:2"):
-        bm25.read_passages(bad)
+        bm25.load_or_build_index(bad, tmp_path / "idx")
+    assert not (tmp_path / "idx").exists() and list(tmp_path.iterdir()) == [bad]  # no work folder left
     with pytest.raises(UserError, match="does not exist"):
-        bm25.read_passages(tmp_path / "missing.jsonl")
+        bm25.load_or_build_index(tmp_path / "missing.jsonl", tmp_path / "idx")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(UserError, match="corpus is empty"):
+        bm25.load_or_build_index(empty, tmp_path / "idx")
 
 
 def test_reader_prompt_numbers_passages_and_ends_with_the_question(index):

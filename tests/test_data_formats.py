@@ -10,7 +10,7 @@ import pytest
 
 from grepseek_lib.cli import main
 from grepseek_lib.data import iter_corpus, load_benchmark, make_contents, passage_title_text
-from grepseek_lib.data.formats import corpus_line
+from grepseek_lib.data.formats import corpus_line, iter_corpus_records, read_corpus_records
 from grepseek_lib.data.importer import import_benchmarks, import_corpus
 from grepseek_lib.data.raw import _kilt_article_text, check_raw_dir, split_words
 from grepseek_lib.data.support import CorpusView, PhraseIndex, SupportFinder
@@ -49,6 +49,36 @@ def test_iter_corpus_dpr_tsv_and_gzip(tmp_path: Path) -> None:
     gz = tmp_path / "psgs.tsv.gz"
     gz.write_bytes(gzip.compress(tsv.encode()))
     assert list(iter_corpus(gz)) == rows
+
+
+@pytest.mark.parametrize("name", ["c.jsonl", "c.jsonl.gz", "p.tsv", "p.tsv.gz"])
+def test_corpus_records_are_read_back_by_byte_offset(tmp_path: Path, name: str) -> None:
+    if ".tsv" in name:  # header, CRLF, a quoted field spanning two lines, a blank line, non-ASCII
+        text = 'id\ttext\ttitle\r\n1\t"two\nlines ""q"""\tA\r\n\n2\tZ\u00fcrich text\tB\n3\tlast\tC\n'
+    else:  # blank lines, non-ASCII, the {"id", "title", "text"} variant without an id (takes its line)
+        text = (corpus_line(1, "A", "alpha") + "\n\n" + json.dumps({"id": "2", "contents": '"Z\u00fcrich"\nb'},
+                ensure_ascii=False) + "\n" + json.dumps({"title": "T", "text": "no id"}) + "\n")
+    path = tmp_path / name
+    data = text.encode()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    records = list(iter_corpus_records(path))
+    assert [r[2] for r in records] == list(iter_corpus(path))
+    for offset, _, passage in records:  # the offset is where the record's text starts, uncompressed
+        assert data[offset:].decode().lstrip("{").startswith(passage["id"] if ".tsv" in name else "")
+    places = [(offset, lineno) for offset, lineno, _ in reversed(records)]
+    assert read_corpus_records(path, places) == [r[2] for r in reversed(records)]
+    blank = data.index(b"\n\n") + 1  # a place where no record starts: refused, never misread
+    with pytest.raises(UserError, match="no passage starts at byte"):
+        read_corpus_records(path, [(blank, 2)])
+    if ".tsv" not in name:
+        assert records[-1][2]["id"] == "4" and records[-1][1] == 4
+
+
+def test_corpus_line_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.tsv"
+    path.write_bytes(b"id\ttext\ttitle\n1\tok\tA\n2\t\xff\tB\n")
+    with pytest.raises(UserError, match=r"p\.tsv:3: not UTF-8"):
+        list(iter_corpus(path))
 
 
 def test_corrupt_corpus_line_names_file_and_line(tmp_path: Path) -> None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import itertools
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,6 +22,8 @@ from grepseek_lib.pagecache import WRITE_BUFFER
 
 #: Header line of the DPR passage file psgs_w100.tsv.
 DPR_HEADER = ("id", "text", "title")
+#: Where a corpus record starts and what it holds: (byte offset, line number, passage or JSON object).
+CorpusRecord = tuple[int, int, dict[str, Any]]
 
 
 def make_contents(title: str, text: str) -> str:
@@ -45,12 +46,6 @@ def corpus_line(passage_id: str | int, title: str, text: str) -> str:
     return json.dumps({"id": str(passage_id), "contents": make_contents(title, text)})
 
 
-def _open_text(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
 def _open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
@@ -65,21 +60,32 @@ def is_dpr_tsv(path: Path) -> bool:
     return name.endswith(".tsv")
 
 
+def _json_object(path: Path, lineno: int, raw: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise UserError(f"{path}:{lineno}: corrupt line ({reason}); fix or remove it") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _jsonl_objects(path: Path, handle: IO[bytes], offset: int = 0, lineno: int = 0) -> Iterator[CorpusRecord]:
+    """(byte offset, line number, object) of each non-blank line from the handle's position on."""
+    for raw in handle:
+        lineno += 1
+        start, offset = offset, offset + len(raw)
+        if raw.strip():
+            yield start, lineno, _json_object(path, lineno, raw)
+
+
 def iter_jsonl(path: Path, what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; a line that is not a JSON object is a UserError."""
     path = Path(path)
     _require_file(path, what)
     with _open_binary(path) as handle:
-        for lineno, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-                raise UserError(f"{path}:{lineno}: corrupt line ({reason}); fix or remove it") from None
-            if not isinstance(obj, dict):
-                raise UserError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        for _, lineno, obj in _jsonl_objects(path, handle):
             yield lineno, obj
 
 
@@ -89,43 +95,83 @@ def _passage(pid: Any, title: str, text: str, contents: str | None = None) -> di
     return {"id": str(pid), "title": title, "text": text, "contents": contents}
 
 
-def _iter_wiki18(path: Path) -> Iterator[dict[str, str]]:
-    for lineno, obj in iter_jsonl(path, "corpus"):
-        pid = obj.get("id")
-        contents = obj.get("contents")
-        if pid is None or not isinstance(contents, str):
-            if isinstance(obj.get("text"), str):  # the {"id", "title", "text"} variant
-                yield _passage(pid if pid is not None else lineno, str(obj.get("title", "")), obj["text"])
-                continue
-            raise UserError(
-                f"{path}:{lineno}: a corpus line needs \"id\" and \"contents\" "
-                f"(wiki-18 format {{\"id\": \"1\", \"contents\": \"\\\"Title\\\"\\ntext\"}})"
-            )
-        title, text = passage_title_text(contents)
-        yield _passage(pid, title, text, contents)
+def _wiki18_passage(path: Path, lineno: int, obj: dict[str, Any]) -> dict[str, str]:
+    pid = obj.get("id")
+    contents = obj.get("contents")
+    if pid is None or not isinstance(contents, str):
+        if isinstance(obj.get("text"), str):  # the {"id", "title", "text"} variant
+            return _passage(pid if pid is not None else lineno, str(obj.get("title", "")), obj["text"])
+        raise UserError(
+            f"{path}:{lineno}: a corpus line needs \"id\" and \"contents\" "
+            f"(wiki-18 format {{\"id\": \"1\", \"contents\": \"\\\"Title\\\"\\ntext\"}})"
+        )
+    title, text = passage_title_text(contents)
+    return _passage(pid, title, text, contents)
 
 
-def _iter_dpr_tsv(path: Path) -> Iterator[dict[str, str]]:
+def _wiki18_records(path: Path, handle: IO[bytes], offset: int = 0, lineno: int = 0) -> Iterator[CorpusRecord]:
+    for start, number, obj in _jsonl_objects(path, handle, offset, lineno):
+        yield start, number, _wiki18_passage(path, number, obj)
+
+
+class _TrackedLines:
+    """The decoded lines of a binary handle, counting the bytes and lines handed out.
+
+    csv.reader pulls exactly a record's lines, so the count before each record is where it starts:
+    a text-mode file cannot say that (tell() is off while iterating), and the index needs it.
+    """
+
+    def __init__(self, path: Path, handle: IO[bytes], offset: int, lineno: int) -> None:
+        self.path, self.handle, self.offset, self.lineno = path, handle, offset, lineno
+
+    def __iter__(self) -> Iterator[str]:
+        for raw in self.handle:
+            self.lineno += 1
+            self.offset += len(raw)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UserError(f"{self.path}:{self.lineno}: not UTF-8") from None
+            yield line
+
+
+def _dpr_records(path: Path, handle: IO[bytes], offset: int = 0, lineno: int = 0) -> Iterator[CorpusRecord]:
     csv.field_size_limit(min(sys.maxsize, (1 << 31) - 1))
-    with _open_text(path) as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        try:
-            for row in reader:
-                lineno = reader.line_num
-                if lineno == 1 and tuple(c.strip().lower() for c in row) == DPR_HEADER:
-                    continue
-                if not row:
-                    continue
-                if len(row) != 3:
-                    raise UserError(
-                        f"{path}:{lineno}: expected 3 tab-separated fields (id, text, title), got {len(row)}"
-                    )
-                pid, text, title = row
-                yield _passage(pid, title, text)
-        except csv.Error as exc:
-            raise UserError(f"{path}:{reader.line_num}: corrupt line ({exc})") from None
-        except UnicodeDecodeError:
-            raise UserError(f"{path}: near line {reader.line_num + 1}: not UTF-8") from None
+    lines = _TrackedLines(path, handle, offset, lineno)
+    reader = csv.reader(lines, delimiter="\t")
+    try:
+        while True:
+            start, first = lines.offset, lines.lineno + 1
+            row = next(reader, None)
+            if row is None:
+                return
+            if lines.lineno == 1 and tuple(c.strip().lower() for c in row) == DPR_HEADER:
+                continue
+            if not row:
+                continue
+            if len(row) != 3:
+                raise UserError(
+                    f"{path}:{lines.lineno}: expected 3 tab-separated fields (id, text, title), got {len(row)}"
+                )
+            pid, text, title = row
+            yield start, first, _passage(pid, title, text)
+    except csv.Error as exc:
+        raise UserError(f"{path}:{lines.lineno}: corrupt line ({exc})") from None
+
+
+def _record_reader(path: Path) -> Callable[..., Iterator[CorpusRecord]]:
+    return _dpr_records if is_dpr_tsv(path) else _wiki18_records
+
+
+def iter_corpus_records(path: str | Path) -> Iterator[CorpusRecord]:
+    """iter_corpus with where each passage starts: (byte offset, line number, passage).
+
+    The offset counts bytes of the uncompressed stream (of a .gz too); read_corpus_records takes it back.
+    """
+    path = Path(path)
+    _require_file(path, "corpus")
+    with _open_binary(path) as handle:
+        yield from _record_reader(path)(path, handle)
 
 
 def iter_corpus(path: str | Path) -> Iterator[dict[str, str]]:
@@ -136,7 +182,28 @@ def iter_corpus(path: str | Path) -> Iterator[dict[str, str]]:
     """
     path = Path(path)
     _require_file(path, "corpus")
-    return _iter_dpr_tsv(path) if is_dpr_tsv(path) else _iter_wiki18(path)
+    return (passage for _, _, passage in iter_corpus_records(path))
+
+
+def read_corpus_records(path: str | Path, places: Sequence[tuple[int, int]]) -> list[dict[str, str]]:
+    """The passages starting at these (byte offset, line number) places, parsed as iter_corpus parses them.
+
+    One open, read in file order: a .gz seeks by decompressing, so sorted reads pass over it once.
+    A place where no passage starts means the file changed since the places were taken: a UserError.
+    """
+    path = Path(path)
+    _require_file(path, "corpus")
+    records = _record_reader(path)
+    found: dict[tuple[int, int], dict[str, str]] = {}
+    with _open_binary(path) as handle:
+        for offset, lineno in sorted(set(places)):
+            handle.seek(offset)
+            record = next(records(path, handle, offset, lineno - 1), None)
+            if record is None or record[0] != offset:
+                raise UserError(f"{path}: no passage starts at byte {offset} (line {lineno}); the corpus "
+                                "changed since its index was built, so rebuild the index")
+            found[offset, lineno] = record[2]
+    return [found[place] for place in places]
 
 
 def benchmark_path(name_or_path: str | Path) -> Path:
