@@ -12,7 +12,7 @@ ROOT = Path(grepseek_lib.__file__).parent
 #: Ground (0) to roof: shell and data at the bottom, then the agent, then what trains and scores it, then
 #: what reads every stage's output, the notebook series and the command line. Equal floors may not import
 #: each other either.
-FLOORS = {"errors": -1, "config": 0, "checks": 0, "metrics": 0, "pagecache": 0,
+FLOORS = {"errors": -1, "config": 0, "checks": 0, "metrics": 0, "pagecache": 0, "progress": 0,
           "shell": 1, "data": 1, "agent": 2, "coldstart": 3, "train": 3, "eval": 3,
           "bench": 4, "inspector": 4, "runfolder": 4, "notebook": 4, "profiles": 4, "pipeline": 5, "cli": 6,
           "__main__": 7}

@@ -22,6 +22,7 @@ from grepseek_lib import config
 from grepseek_lib.agent.actions import parse_action
 from grepseek_lib.agent.prompt import ToolBudget, format_error_message, initial_messages
 from grepseek_lib.agent.trajectory import Trajectory, Turn
+from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.tool import observation_text
 
 #: Generation stops after the first action; the parser accepts the text with or without the stop string.
@@ -104,10 +105,8 @@ def _run_tools(tool, commands: list[str], workers: int) -> list[tuple[dict, floa
 @contextmanager
 def episode_progress(total: int, desc: str) -> Iterator[Callable[[Trajectory, Turn], None]]:
     """A progress bar of finished episodes; yields the `on_turn` callback for `run_batch` that advances it."""
-    from tqdm import tqdm
-
     ended: set[int] = set()
-    with tqdm(total=total, desc=desc, unit="episode", dynamic_ncols=True) as bar:
+    with progress_bar(total=total, desc=desc, unit="episode") as bar:
         def on_turn(trajectory: Trajectory, _turn: Turn) -> None:
             if trajectory.stop_reason and id(trajectory) not in ended:
                 ended.add(id(trajectory))

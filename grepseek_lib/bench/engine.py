@@ -26,6 +26,7 @@ from typing import Any
 
 from grepseek_lib import pagecache
 from grepseek_lib.errors import UserError
+from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell import plan as planner
 from grepseek_lib.shell.engine import Engine
 from grepseek_lib.shell.policy import parse_command
@@ -281,14 +282,13 @@ def bench_engine(corpus: str | Path, shards: int, repeats: int = 5, fast_repeats
     """Time every pipeline sequentially and sharded (and with `index`: index + shards, adding the
     selective rows); (per-pipeline DataFrame, summary dict)."""
     import pandas as pd
-    from tqdm import tqdm
 
     corpus = _checked_corpus(corpus, shards, repeats)
     if pipelines is None:
         pipelines = PIPELINES + (SELECTIVE if index is not None else ())
     setup = _setup(corpus, shards, index)
     rows = [_bench_row(setup, p, repeats, fast_repeats)
-            for p in tqdm(pipelines, desc="bench engine", unit="pipeline")]
+            for p in progress_bar(pipelines, desc="bench engine", unit="pipeline")]
     frame = pd.DataFrame(rows)
     return frame, _summary(frame, setup, shards, repeats, fast_repeats)
 

@@ -16,6 +16,7 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.agent.actions import parse_action
 from grepseek_lib.agent.trajectory import load_jsonl
+from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.engine import Engine
 from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.types import Refused
@@ -98,12 +99,11 @@ def replay(
     (with `shards`), indexed and indexed_sharded (with `index`). Refused commands (the agent's hostile or
     broken ones) are kept as one row flagged `refused`."""
     import pandas as pd  # heavy: loaded only when replaying
-    from tqdm.auto import tqdm
 
     engines = replay_engines(corpus, shards, index, index_fraction)
     rows: list[dict[str, Any]] = []
     try:
-        for position, command in enumerate(tqdm(commands, desc="replay", unit="cmd", disable=not progress)):
+        for position, command in enumerate(progress_bar(commands, desc="replay", unit="cmd", disable=not progress)):
             try:
                 pipeline = parse_command(command)
             except Refused:

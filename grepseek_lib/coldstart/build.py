@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from grepseek_lib import config
 from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.agent.loop import corpus_lines
@@ -23,6 +21,7 @@ from grepseek_lib.coldstart.chain import DETOUR_RATE, PROBE_RATE, ZERO_COUNT_RAT
 from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
 from grepseek_lib.coldstart.roles import Item, LLMPlanner, LLMTutor, Planner, TeacherClient, Tutor
 from grepseek_lib.data.formats import benchmark_path, iter_corpus, load_benchmark
+from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.open import open_tool, resolve_corpus
 
 STATS = "stats.json"
@@ -115,7 +114,7 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
     tutor, planner = make_roles(teacher, passages, settings.max_hops)
     began = time.perf_counter()
     accepted = 0
-    bar = tqdm(todo, desc="coldstart", unit="q", dynamic_ncols=True, disable=not progress)
+    bar = progress_bar(todo, desc="coldstart", unit="q", disable=not progress)
     for item in bar:
         outcome = process_question(item, tutor, planner, tool, seed=settings.seed, probe_rate=settings.probe_rate,
                                    fill_budget_rate=settings.fill_budget_rate, detour_rate=settings.detour_rate,

@@ -29,6 +29,7 @@ from grepseek_lib.data.formats import (
 )
 from grepseek_lib.data.support import question_key
 from grepseek_lib.errors import UserError
+from grepseek_lib.progress import progress_bar
 
 #: Lines of a linked corpus parsed up front (a full check would read all 14 GB).
 CHECK_LINES = 1000
@@ -51,9 +52,7 @@ def import_corpus(source: Path, out: Path) -> dict[str, Any]:
     source = Path(source).expanduser().resolve()
     dest = out / config.LOGICAL_CORPUS_NAME
     if is_dpr_tsv(source):
-        from tqdm import tqdm
-
-        passages = tqdm(iter_corpus(source), desc="converting DPR tsv", unit=" passages", mininterval=2)
+        passages = progress_bar(iter_corpus(source), desc="converting DPR tsv", unit=" passages", mininterval=2)
         count = write_lines(dest, (corpus_line(p["id"], p["title"], p["text"]) for p in passages))
         return {"corpus_from": str(source), "how": "converted from DPR tsv", "passages": count}
     checked = sum(1 for _ in itertools.islice(iter_corpus(source), CHECK_LINES))
@@ -106,11 +105,9 @@ def _unique(titles: Iterable[Any]) -> list[str]:
 
 def titles_to_ids(corpus: Path, wanted: set[str]) -> tuple[dict[str, list[str]], int]:
     """One streaming pass: the first MAX_IDS_PER_TITLE passage ids of each wanted title, and the passage count."""
-    from tqdm import tqdm
-
     ids: dict[str, list[str]] = {}
     count = 0
-    for passage in tqdm(iter_corpus(corpus), desc="gold titles", unit=" passages", mininterval=5):
+    for passage in progress_bar(iter_corpus(corpus), desc="gold titles", unit=" passages", mininterval=5):
         count += 1
         title = passage["title"]
         if title in wanted:

@@ -12,11 +12,10 @@ import os
 import re
 from pathlib import Path
 
-from tqdm import tqdm
-
 from grepseek_lib.checks import positive
 from grepseek_lib.errors import UserError
 from grepseek_lib.pagecache import WRITE_BUFFER
+from grepseek_lib.progress import progress_bar
 
 #: How wiki-18 lines start (default json.dumps): the id can be swapped without parsing the line.
 _ID_PREFIX = re.compile(rb'^\{"id": "([^"\\]*)"')
@@ -81,7 +80,7 @@ def scale_corpus(corpus: str | Path, size_mb: float, out: str | Path) -> Path:
     written = 0
     copy = 0
     with open(tmp, "wb", buffering=WRITE_BUFFER) as dst, \
-            tqdm(total=target, unit="B", unit_scale=True, desc="scale corpus") as bar:
+            progress_bar(total=target, unit="B", unit_scale=True, desc="scale corpus") as bar:
         while written < target:
             with open(corpus, "rb") as src:
                 for lineno, line in enumerate(src, 1):

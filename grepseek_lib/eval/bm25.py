@@ -19,6 +19,7 @@ from grepseek_lib.agent.evidence import answer_in
 from grepseek_lib.eval.bm25_index import DEFAULT_TOP_K, Bm25Index, Passage, load_or_build_index, retrieve
 from grepseek_lib.eval.runner import RECORDS, plan_questions, write_tables
 from grepseek_lib.metrics import exact_match, f1
+from grepseek_lib.progress import progress_bar
 
 #: Words kept of a reader reply that has no <answer> block (one short answer, not an essay).
 MAX_FALLBACK_ANSWER_WORDS = 12
@@ -67,11 +68,10 @@ def evaluate_bm25(
 
     `records` are benchmark rows (id, question, golden_answers) with a `benchmark` key added.
     """
-    from tqdm.auto import tqdm
 
     records = list(records)
     rows = []
-    for start in tqdm(range(0, len(records), batch_size), desc="bm25 read", unit="batch"):
+    for start in progress_bar(range(0, len(records), batch_size), desc="bm25 read", unit="batch"):
         batch = records[start : start + batch_size]
         hits = retrieve(index, [r["question"] for r in batch], k=k)
         began = time.perf_counter()

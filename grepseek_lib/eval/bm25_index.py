@@ -35,6 +35,7 @@ from grepseek_lib import config
 from grepseek_lib.data.formats import CorpusRecord, iter_corpus_records, read_corpus_records
 from grepseek_lib.errors import UserError
 from grepseek_lib.eval.identity import file_sha256
+from grepseek_lib.progress import progress_bar
 
 #: Passages given to the reader by default (short enough for a 135M model's context).
 DEFAULT_TOP_K = 3
@@ -141,13 +142,12 @@ def _batches(records: Iterable[CorpusRecord], size: int) -> Iterator[list[Corpus
 
 def _tokenize_pass(corpus: Path, work: Path, batch_passages: int) -> _Counts:
     """Stream the corpus once: spill token ids and line places to `work`, count what scoring needs."""
-    from tqdm.auto import tqdm
 
     counts = _Counts()
     with (
         open(work / TOKENS_FILE, "wb") as tokens,
         open(work / LINES_FILE, "wb") as lines,
-        tqdm(desc="bm25 index: tokenize", unit="passage", unit_scale=True) as bar,
+        progress_bar(desc="bm25 index: tokenize", unit="passage", unit_scale=True) as bar,
     ):
         for batch in _batches(iter_corpus_records(corpus), batch_passages):
             lines.write(np.array([(offset, lineno) for offset, lineno, _ in batch], dtype=np.uint64).tobytes())
@@ -191,7 +191,6 @@ def _score_pass(counts: _Counts, work: Path) -> dict[str, Any]:
     """Read the spilled ids back a batch at a time and fill bm25s's CSC arrays, memory-mapped in `work`."""
     import bm25s
     from bm25s.scoring import _build_scores_and_indices_for_matrix, _select_idf_scorer
-    from tqdm.auto import tqdm
 
     bm = bm25s.BM25()  # its defaults (lucene, float32): the parameters BM25().index would use
     n_vocab, lengths = len(counts.vocab), np.concatenate(counts.lengths)
@@ -207,7 +206,7 @@ def _score_pass(counts: _Counts, work: Path) -> dict[str, Any]:
     heads = indptr[:-1].copy()
     tokens = np.memmap(work / TOKENS_FILE, dtype=np.int32, mode="r")
     doc = tok = 0
-    for n_passages, n_tokens, n_pairs in tqdm(counts.batches, desc="bm25 index: score", unit="batch"):
+    for n_passages, n_tokens, n_pairs in progress_bar(counts.batches, desc="bm25 index: score", unit="batch"):
         ends = np.cumsum(lengths[doc : doc + n_passages], dtype=np.int64)[:-1]
         docs = [ids.tolist() for ids in np.split(np.asarray(tokens[tok : tok + n_tokens]), ends)]
         scores, rows, cols = _build_scores_and_indices_for_matrix(

@@ -20,6 +20,7 @@ from grepseek_lib.data.formats import benchmark_path, load_benchmark
 from grepseek_lib.data.importer import FLASHRAG_FILES
 from grepseek_lib.errors import UserError
 from grepseek_lib.metrics import aggregate, exact_match, f1
+from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.open import open_tool, resolve_corpus
 
 RECORDS = "records.jsonl"
@@ -165,7 +166,6 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
     tool_calls, wall_s). `batch_size` episodes run in lockstep (one batched generate per turn).
     Pass `backend` / `tool` to reuse built ones; otherwise they are made from model / backend_kind / corpus.
     """
-    from tqdm.auto import tqdm
 
     out_dir = Path(out_dir) if out_dir else config.runs_dir() / "eval"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -180,7 +180,7 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
         backend = backend or _make_backend(backend_kind, model, backend_kwargs)
         tool = tool or open_tool(corpus, shards, timeout=timeout, max_obs_tokens=max_obs_tokens,
                                  tokenizer=getattr(backend, "tokenizer", None))
-        bar = tqdm(total=len(pending), desc="eval", unit="q", disable=not progress)
+        bar = progress_bar(total=len(pending), desc="eval", unit="q", disable=not progress)
         for start in range(0, len(pending), max(1, batch_size)):
             batch = pending[start:start + max(1, batch_size)]
             began = time.perf_counter()
