@@ -318,7 +318,7 @@ def test_cli_bad_input_is_one_line_error(tmp_path, capsys, corpus):
     assert main(["coldstart", "--splits", str(tmp_path / "missing.jsonl"), "--corpus", str(corpus)]) == 2
     assert main(["coldstart", "--limit", "0"]) == 2
     assert "error" in capsys.readouterr().err
-    for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate", "--zero-count-rate"):
+    for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate", "--zero-count-rate", "--blind-guess-rate"):
         assert main(["coldstart", "--corpus", str(corpus), flag, "1.5"]) == 2
         err = capsys.readouterr().err
         assert flag in err and "[0, 1]" in err and len(err.strip().splitlines()) == 1

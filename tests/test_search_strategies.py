@@ -194,16 +194,14 @@ def test_blind_guesses_read_names_off_the_question_alone(question, avoid, expect
     assert blind_guesses(question, avoid) == expected
 
 
-def test_a_blind_guess_that_printed_nothing_is_widened_step_by_step(tmp_path, monkeypatch):
+def test_a_blind_guess_that_printed_nothing_is_widened_step_by_step(tmp_path):
     """The agent's first search is a guess read off the question; when it prints nothing the next one adds
     -i, then falls back to the name the passage holds, each thought saying what changed."""
-    from grepseek_lib.coldstart import searches
     from grepseek_lib.shell.tool import ShellTool
 
-    monkeypatch.setattr(offline, "BLIND_GUESS_RATE", 1.0)
-    monkeypatch.setattr(searches, "BLIND_GUESS_RATE", 1.0)
     corpus = _write_corpus(tmp_path / "corpus.jsonl")
     tutor, planner = _roles(corpus)
+    tutor.blind_guess_rate = 1.0
     row = {**HOTPOT_BRIDGE, "question": "In which town was the director of Moon Garden Pictures born?"}
     seen_twice = False
     for seed in range(6):
@@ -221,3 +219,12 @@ def test_a_blind_guess_that_printed_nothing_is_widened_step_by_step(tmp_path, mo
         else:
             assert "fewer words: 'Moon Garden'" in calls[1].think
     assert seen_twice
+
+
+def test_the_blind_guess_rate_reaches_the_offline_tutor_and_is_off_by_default():
+    from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, make_roles
+    from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE
+
+    assert BLIND_GUESS_RATE == 0.0 and ColdStartSettings().blind_guess_rate == 0.0
+    tutor, _ = make_roles(Teacher(), {}, 3, blind_guess_rate=0.7)
+    assert tutor.blind_guess_rate == 0.7

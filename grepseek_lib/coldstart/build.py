@@ -20,6 +20,7 @@ from grepseek_lib.coldstart.accept import FILL_BUDGET_RATE, process_question
 from grepseek_lib.coldstart.chain import DETOUR_RATE, PROBE_RATE, ZERO_COUNT_RATE
 from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
 from grepseek_lib.coldstart.roles import Item, LLMPlanner, LLMTutor, Planner, TeacherClient, Tutor
+from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE
 from grepseek_lib.data.formats import benchmark_path, iter_corpus, load_benchmark
 from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.open import open_tool, resolve_corpus
@@ -47,6 +48,7 @@ class ColdStartSettings:
     fill_budget_rate: float = FILL_BUDGET_RATE
     detour_rate: float = DETOUR_RATE
     zero_count_rate: float = ZERO_COUNT_RATE
+    blind_guess_rate: float = BLIND_GUESS_RATE
     max_hops: int = 3
     dev_percent: float = 10.0
     timeout: float = config.DEFAULT_TIMEOUT_S
@@ -84,9 +86,10 @@ def gold_passages(corpus: Path, items: list[Item]) -> dict[str, str]:
     return found
 
 
-def make_roles(teacher: Teacher, passages: dict[str, str], max_hops: int) -> tuple[Tutor, Planner]:
+def make_roles(teacher: Teacher, passages: dict[str, str], max_hops: int,
+               blind_guess_rate: float = BLIND_GUESS_RATE) -> tuple[Tutor, Planner]:
     if teacher.kind == "offline":
-        return OfflineTutor(passages, max_hops=max_hops), OfflinePlanner()
+        return OfflineTutor(passages, max_hops=max_hops, blind_guess_rate=blind_guess_rate), OfflinePlanner()
 
     kw = {k: v for k, v in (("base_url", teacher.base_url), ("api_key", teacher.api_key)) if v is not None}
     client = TeacherClient(make_backend("openai", teacher.model, **kw), max_new_tokens=teacher.max_new_tokens)
@@ -111,7 +114,7 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
     done = export.load_records(records_path)
     todo = [item for item in items if (item.source, item.id) not in done]
     passages = gold_passages(corpus, todo) if teacher.kind == "offline" else {}
-    tutor, planner = make_roles(teacher, passages, settings.max_hops)
+    tutor, planner = make_roles(teacher, passages, settings.max_hops, settings.blind_guess_rate)
     began = time.perf_counter()
     accepted = 0
     bar = progress_bar(todo, desc="coldstart", unit="q", disable=not progress)

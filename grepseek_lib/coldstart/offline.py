@@ -156,9 +156,10 @@ def _body_text(observed: Observed) -> str:
 class OfflineTutor:
     """The answer-aware Tutor from annotations. `passages` maps corpus id -> contents (the gold ones)."""
 
-    def __init__(self, passages: dict[str, str], max_hops: int = 3):
+    def __init__(self, passages: dict[str, str], max_hops: int = 3, blind_guess_rate: float = BLIND_GUESS_RATE):
         self.passages = passages
         self.max_hops = max_hops
+        self.blind_guess_rate = blind_guess_rate
         self.known: dict[str, Search] = {}  # every command proposed -> its search (to say what changed)
 
     # -- decomposition
@@ -260,7 +261,8 @@ class OfflineTutor:
         first = rng.choices(STRATEGIES, weights=[FIRST_SEARCH_WEIGHTS[k] for k in STRATEGIES])[0]
         out: list[Search] = []
         guesses = blind_guesses(ctx.item.question, anchors[0]) if anchors and not ctx.anchor else []
-        if guesses and rng.random() < BLIND_GUESS_RATE:
+        # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
+        if guesses and self.blind_guess_rate > 0 and rng.random() < self.blind_guess_rate:
             out.append(Search(rng.choice(guesses[:3]), head=rng.choice((3, 5)), fallback=anchors[0]))
         for anchor in anchors:
             by_strategy = first_searches(anchor, step.gold_titles, kws, rng)

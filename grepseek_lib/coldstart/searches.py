@@ -15,9 +15,10 @@ from grepseek_lib.coldstart.verify import words
 #: lookups alone looks every question up as a title, which prints nothing when the wording differs.
 FIRST_SEARCH_WEIGHTS = {"text": 0.3, "phrase": 0.2, "cooccur": 0.35, "title": 0.15}
 #: Share of hops from the question that first try an answer-blind guess: a name or phrase read off the
-#: question alone, as the agent at inference must. The verified anchors are strings the evidence passage
-#: holds, so without these guesses the data almost never shows an empty search answered by a wider one.
-BLIND_GUESS_RATE = 0.8
+#: question alone, as the agent at inference must (the verified anchors are strings the evidence passage
+#: holds, so the data rarely shows an empty search answered by a wider one). Off by default: at 0.8 the
+#: SFT model repeated commands as often and answered worse on held-out questions (docs/RESULTS.md).
+BLIND_GUESS_RATE = 0.0
 _LINKING = frozenset("of the on de da von van del la le".split())
 _QUESTION_WORDS = frozenset("what who whom whose which when where why how is are was were did does do in on "
                             "the a an this that these those if as at by for from of to during after before "
