@@ -80,7 +80,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
     if todo:
         backend = HFBackend(model, batch_size=batch_size)
         tool = open_tool(corpus, shards, tokenizer=backend.tokenizer)
-        with episode_progress(len(items), "format-check") as on_turn:
+        with episode_progress(len(todo), "format-check") as on_turn:
             for first in range(0, len(todo), batch_size):
                 done = run_batch(todo[first:first + batch_size], backend, tool, max_new_tokens=max_new_tokens,
                                  temperature=0.0, on_turn=on_turn)
