@@ -17,6 +17,7 @@ from grepseek_lib.coldstart.roles import Item, Observed, StepContext, SubQuestio
 from grepseek_lib.coldstart.searches import (
     BLIND_GUESS_RATE,
     FIRST_SEARCH_WEIGHTS,
+    STOPWORDS,
     Search,
     blind_guesses,
     change_reason,
@@ -34,13 +35,6 @@ from grepseek_lib.coldstart.verify import (
 )
 from grepseek_lib.data.formats import passage_title_text
 
-STOPWORDS = frozenset(
-    "a an the and or but of in on at to for from by with about as into over under after before between "
-    "is are was were be been being has have had do does did which what who whom whose when where why how "
-    "that this these those it its he she his her they their them there than then also both either neither "
-    "same other another one many much more most first last not no yes can could would should may might will "
-    "shall if so such name named called known did does often any all each some very well".split()
-)
 _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 #: A sentence ends at . ! ? before a capital, but not after an initial ("E. B. White") or a title ("St.").
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bMrs\.)(?<!\bNo\.)"

@@ -19,13 +19,19 @@ FIRST_SEARCH_WEIGHTS = {"text": 0.3, "phrase": 0.2, "cooccur": 0.35, "title": 0.
 #: holds, so the data rarely shows an empty search answered by a wider one). Off by default: at 0.8 the
 #: SFT model repeated commands as often and answered worse on held-out questions (docs/RESULTS.md).
 BLIND_GUESS_RATE = 0.0
+#: Words that carry no search on their own (question words, articles, auxiliaries, prepositions).
+STOPWORDS = frozenset(
+    "a an the and or but of in on at to for from by with about as into over under after before between "
+    "is are was were be been being has have had do does did which what who whom whose when where why how "
+    "that this these those it its he she his her they their them there than then also both either neither "
+    "same other another one many much more most first last not no yes can could would should may might will "
+    "shall if so such name named called known did does often any all each some very well".split()
+)
 _LINKING = frozenset("of the on de da von van del la le".split())
 _QUESTION_WORDS = frozenset("what who whom whose which when where why how is are was were did does do in on "
                             "the a an this that these those if as at by for from of to during after before "
                             "since while with".split())
 _TOKEN = re.compile(r"[^\W_]+(?:['.\-][^\W_]+)*\.?")
-_STOP = frozenset("a an the and or but is are was were be been has have had do does did which what who whom "
-                 "whose when where why how that this it its he she his her they their also".split())
 _QUOTED = re.compile(r'"([^"]{3,80})"')
 
 
@@ -137,7 +143,7 @@ def blind_guesses(question: str, avoid: str) -> list[str]:
             end = i
             while end < len(tokens) and tokens[end][0].lower() in _LINKING:
                 end += 1
-            if len(run) == 1 and end < len(tokens) and tokens[end][0].lower() not in _STOP:
+            if len(run) == 1 and end < len(tokens) and tokens[end][0].lower() not in STOPWORDS:
                 guesses.append(_span(question, tokens, run[0], end))  # "God of the underworld"
         run = []
     keep = [g for g in dict.fromkeys(guesses)
