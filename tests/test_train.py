@@ -426,3 +426,36 @@ def check_masks(trainer, tokenizer, index: int = 0) -> dict[str, str]:
     trained = [t for t, lab in zip(ids, labels, strict=True) if lab != -100]
     masked = [t for t, lab in zip(ids, labels, strict=True) if lab == -100]
     return {"trained": tokenizer.decode(trained), "masked": tokenizer.decode(masked)}
+
+
+def test_grpo_lean_rollout_turns_sample_what_trls_generate_samples(world, tmp_path):
+    """train/grpo_rollouts.py: the same seed gives the same sampled turns on the lean loop (with the second turn
+    read from the first turn's kept cache) as on trl's own `model.generate`; an optimizer step drops the caches."""
+    torch = pytest.importorskip("torch")
+    from grepseek_lib.train import grpo
+
+    settings = _grpo_settings(temperature=1.0, max_turn_tokens=24)
+    questions = grpo.load_questions(settings.train_splits, world["bench"])
+    trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
+                                            questions=questions)
+    assert trainer.lean_rollouts and trainer._lean_applies(None, {})
+    prompts = [tokenizer(tokenizer.apply_chat_template(initial_messages(q, 3), tokenize=False,
+                                                       add_generation_prompt=True), add_special_tokens=False)
+               ["input_ids"] for q, _, _ in QUESTIONS for _ in range(2)]
+    suffix = tokenizer("\n<|im_start|>user\n<tool_response>\nnothing\n</tool_response><|im_end|>\n"
+                       "<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    turns = {}
+    for lean in (False, True):
+        trainer.lean_rollouts, trainer._rollout_backend = lean, None
+        torch.manual_seed(7)
+        first, _ = trainer._generate_single_turn(prompts, None, {}, 2)
+        second, _ = trainer._generate_single_turn([p + c + suffix for p, c in zip(prompts, first, strict=True)],
+                                                  None, {}, 1)
+        turns[lean] = (first, second)
+    assert turns[True] == turns[False]
+    assert any(len(c) > 4 for c in turns[True][0])  # sampled turns of some length, not empty ones
+    step, backend = trainer._rollout_backend
+    assert backend.reused_tokens >= sum(len(p) for p in prompts)  # turn 2 started from turn 1's caches
+    trainer.state.global_step = step + 1  # the weights changed: the next turn starts from no cache
+    trainer._generate_single_turn(prompts[:1], None, {}, 1)
+    assert trainer._rollout_backend[1] is not backend and trainer._rollout_backend[1].reused_tokens == 0

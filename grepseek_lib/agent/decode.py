@@ -60,15 +60,23 @@ class ReservedLayer(DynamicLayer):
 def reserved_cache(n_layers: int, reserve: int, source: Any | None = None, batch: int = 1) -> Any:
     """A DynamicCache of `n_layers` ReservedLayers with room for `reserve` positions before the first doubling;
     if `source` (a one-row cache, e.g. the system prompt's) is given, each row starts from a copy of it."""
+    layers = []
+    for old in source.layers if source is not None else ():
+        if type(old) not in (DynamicLayer, ReservedLayer) or old.keys is None:
+            raise TypeError("a reserved cache copies plain full-attention layers only")
+        layers.append((old.keys.expand(batch, *old.keys.shape[1:]), old.values.expand(batch, *old.values.shape[1:])))
+    return filled_cache(n_layers, reserve, layers)
+
+
+def filled_cache(n_layers: int, reserve: int, layers: list[tuple[Any, Any]]) -> Any:
+    """A reserved cache whose layers start from the given (keys, values) [batch, heads, positions, head_dim]."""
     import torch
 
     cache = DynamicCache()
     cache.layers = [ReservedLayer(reserve) for _ in range(n_layers)]
-    for layer, old in zip(cache.layers, source.layers if source is not None else (), strict=False):
-        if type(old) not in (DynamicLayer, ReservedLayer) or old.keys is None:
-            raise TypeError("a reserved cache copies plain full-attention layers only")
-        with torch.inference_mode():
-            layer.update(old.keys.expand(batch, *old.keys.shape[1:]), old.values.expand(batch, *old.values.shape[1:]))
+    with torch.inference_mode():
+        for layer, (keys, values) in zip(cache.layers, layers, strict=False):
+            layer.update(keys, values)
     return cache
 
 

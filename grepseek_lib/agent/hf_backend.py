@@ -4,12 +4,14 @@ lean decode loop of agent/decode.py."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from grepseek_lib.agent.constrained import ProtocolLogitsProcessor, wants_answer_only
 from grepseek_lib.agent.generation import Generation, cut_at_stop
 from grepseek_lib.agent.models import default_device, load_model_and_tokenizer, load_tokenizer
 from grepseek_lib.agent.precision import resolve_precision
+from grepseek_lib.agent.turn_cache import Entry, TurnCache, best_match, from_cache, stitched
 from grepseek_lib.errors import UserError
 
 
@@ -44,6 +46,8 @@ class HFBackend:
     starts from a copy, so only the question and the episode so far are read (same tokens; ~2x faster
     turns measured with SmolLM2). On a GPU the prompt read is cheap, so there the default is off.
 
+    `reuse_turns` (default: as `prefix_cache`): keep each row's cache after a call and start a later prompt that
+    continues it (the next turn of an episode) from there (agent/turn_cache.py; lean loop only, same tokens).
     `lean` (default on): decode with agent/decode.py's loop (reserved key/value buffers, no per-token
     `generate` overhead; the same greedy tokens) where the model's layers allow it, else `model.generate`.
     `precision` (when `model` is a name and no `dtype` is given): "auto" loads bf16 weights on a CPU with
@@ -53,7 +57,7 @@ class HFBackend:
 
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, device: str | None = None,
                  batch_size: int = 8, dtype: Any = None, constrain: bool = False, prefix_cache: bool | None = None,
-                 lean: bool = True, precision: str = "auto"):
+                 lean: bool = True, precision: str = "auto", reuse_turns: bool | None = None):
         if isinstance(model, str):
             if dtype is None:
                 dtype = load_dtype(precision, str(device or default_device()))
@@ -72,6 +76,11 @@ class HFBackend:
         self.prefix_cache = (str(model.device).startswith("cpu")) if prefix_cache is None else bool(prefix_cache)
         self.lean = bool(lean)
         self._prefix: tuple[tuple[int, ...], Any] | None = None  # (token ids, their key/value cache)
+        self._prefix_entry: Entry | None = None
+        reuse = self.prefix_cache if reuse_turns is None else bool(reuse_turns)
+        self.turns = TurnCache() if reuse else None
+        #: Prompt tokens read from a kept cache instead of the model, summed over calls (benchmarks, tests).
+        self.reused_tokens = 0
 
     def render(self, conversation: list[dict]) -> str:
         """The prompt text the model sees: the conversation plus the opening of the next assistant turn."""
@@ -89,11 +98,24 @@ class HFBackend:
             prefix = self._system_cache(conversations[chunk[0]], ids[chunk[0]]) if self.prefix_cache else None
             if prefix is not None and any(tuple(ids[i][: len(prefix[0])]) != prefix[0] for i in chunk):
                 prefix = None
+            starts = [self._start(conversations[i], ids[i]) for i in chunk] if self._lean_ok() else None
             batch = self._generate_batch([ids[i] for i in chunk], max_new_tokens, temperature,
-                                         list(stop or []), [answer_only[i] for i in chunk], prefix)
+                                         list(stop or []), [answer_only[i] for i in chunk], prefix, starts)
             for i, gen in zip(chunk, batch, strict=True):
                 results[i] = gen
+        if self.turns is not None:
+            self.turns.commit()
         return results  # type: ignore[return-value]
+
+    def _start(self, conversation: list[dict], ids: list[int]) -> tuple[Entry | None, int]:
+        """Where the lean loop starts a row: the kept cache (a previous turn's or the system prompt's) sharing
+        the longest prefix with `ids`, and how many positions of it to reuse."""
+        candidates = list(self.turns.entries) if self.turns is not None else []
+        if self.prefix_cache and self._system_cache(conversation, ids) is not None:
+            if self._prefix_entry is None or self._prefix_entry.ids != self._prefix[0]:
+                self._prefix_entry = from_cache(self._prefix[1], self._prefix[0])
+            candidates.append(self._prefix_entry)
+        return best_match(ids, candidates)
 
     def _system_cache(self, conversation: list[dict], ids: list[int]) -> tuple[tuple[int, ...], Any] | None:
         """(token ids, key/value cache) of the rendered system message if `ids` starts with it, else None."""
@@ -115,25 +137,32 @@ class HFBackend:
             self._prefix = (prefix, out.cache)
         return self._prefix
 
-    def _inputs(self, ids: list[list[int]], prefix: tuple[tuple[int, ...], Any] | None) -> dict[str, Any]:
-        """Padded input tensors (and the cache to start from).
+    def _inputs(self, ids: list[list[int]], prefix: tuple[tuple[int, ...], Any] | None,
+                keeps: list[int] | None = None) -> dict[str, Any]:
+        """Padded input tensors (and, off the lean loop, the cache to start from).
 
-        Without a prefix: left padding. With one: `prefix + pads + rest`, its cache copied for every row;
-        the attention mask hides the pads and position ids follow the mask, so each row computes exactly
-        what it would alone (the tests compare).
+        Row i is laid out `ids[:keep_i] + pads + ids[keep_i:]`, the cached part first (keep: the shared prefix's
+        length, or each row's own in `keeps`), then right-aligned rest; the attention mask hides the pads and
+        position ids follow the mask, so each row computes exactly what it would alone (the tests compare).
         """
         import copy
 
         import torch
 
         pad = self.tokenizer.pad_token_id
-        keep = len(prefix[0]) if prefix is not None else 0
-        width = max(len(row) - keep for row in ids)
-        rows = [row[:keep] + [pad] * (width - len(row) + keep) + row[keep:] for row in ids]
-        masks = [[1] * keep + [0] * (width - len(row) + keep) + [1] * (len(row) - keep) for row in ids]
+        if keeps is None:
+            keeps = [len(prefix[0]) if prefix is not None else 0] * len(ids)
+        cached = max(keeps)
+        width = max(len(row) - keep for row, keep in zip(ids, keeps, strict=True))
+        rows, masks = [], []
+        for row, keep in zip(ids, keeps, strict=True):
+            gap = cached - keep + width - (len(row) - keep)
+            rows.append(row[:keep] + [pad] * gap + row[keep:])
+            masks.append([1] * keep + [0] * gap + [1] * (len(row) - keep))
         inputs: dict[str, Any] = {"input_ids": torch.tensor(rows, device=self.model.device),
-                                  "attention_mask": torch.tensor(masks, device=self.model.device)}
-        if prefix is not None and not self._lean_ok():  # the lean loop copies it into its own buffers
+                                  "attention_mask": torch.tensor(masks, device=self.model.device),
+                                  "cached": cached}
+        if prefix is not None and not self._lean_ok():  # the lean loop builds its own cache
             with torch.inference_mode():
                 cache = copy.deepcopy(prefix[1])
                 if len(ids) > 1:
@@ -146,32 +175,86 @@ class HFBackend:
 
         return self.lean and decode.cache_supported(self.model)
 
-    def _lean(self, enc: dict[str, Any], ids: list[list[int]], prefix: tuple[tuple[int, ...], Any] | None,
-              max_new_tokens: int, temperature: float, criteria: Any, processors: Any) -> Any:
-        """Prompt + new ids from the lean loop, laid out as `generate` returns them."""
+    def _lean(self, enc: dict[str, Any], starts: list[tuple[Entry | None, int]], max_new_tokens: int,
+              temperature: float, criteria: Any, processors: Any, more_eos: Sequence[int] = ()) -> tuple[Any, Any]:
+        """(prompt + new ids laid out as `generate` returns them, the cache after decoding)."""
         import torch
 
         from grepseek_lib.agent import decode
 
         width = enc["input_ids"].shape[1]
-        cache = decode.reserved_cache(self.model.config.get_text_config(decoder=True).num_hidden_layers,
-                                      width + max_new_tokens, prefix[1] if prefix is not None else None, len(ids))
+        n_layers = self.model.config.get_text_config(decoder=True).num_hidden_layers
+        start = stitched(starts, enc["cached"], n_layers) if enc["cached"] else []
+        cache = decode.filled_cache(n_layers, width + max_new_tokens, start)
+        del start
         stop = (lambda seq: criteria(seq, None)) if len(criteria) else None
+        if more_eos:  # the loop stops a row at the tokenizer's eos; these end it too
+            extra = torch.tensor(list(more_eos), device=self.model.device)
+            stop = _either(stop, lambda seq: torch.isin(seq[:, -1], extra))
         new = decode.decode(self.model, enc["input_ids"], enc["attention_mask"], cache,
                             max_new_tokens=max_new_tokens, eos_id=self.tokenizer.eos_token_id,
                             pad_id=self.tokenizer.pad_token_id, processors=processors or None,
                             temperature=temperature, stop=stop)
-        return torch.cat([enc["input_ids"], new], dim=1)
+        return torch.cat([enc["input_ids"], new], dim=1), cache
+
+    def _keep_turns(self, cache: Any, ids: list[list[int]], keeps: list[int], enc: dict[str, Any],
+                    new: list[list[int]], lengths: list[int]) -> None:
+        """Keep each row's cache for the next call: its prompt and the generated ids the loop fed back."""
+        width = enc["input_ids"].shape[1]
+        fed_steps = max(0, len(new[0]) - 1) if new else 0  # the last generated token is never fed
+        for row, (prompt, keep, gen, n) in enumerate(zip(ids, keeps, new, lengths, strict=True)):
+            fed = min(n, fed_steps)
+            positions = [*range(keep), *range(width - (len(prompt) - keep), width), *range(width, width + fed)]
+            self.turns.add(from_cache(cache, list(prompt) + gen[:fed], row, positions))
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float,
+                     eos_ids: Sequence[int] = ()) -> list[list[int]]:
+        """Generated ids for prompts given as token ids, each through its first eos (`eos_ids` besides the
+        tokenizer's), for callers that concatenate ids and never re-render (trl's tool loop). Lean loop only;
+        a prompt continuing a kept cache starts from it."""
+        if not self._lean_ok():
+            raise UserError("generate_ids needs the lean decode loop (lean=True and a plain full-attention model)")
+        eos = [self.tokenizer.eos_token_id, *(e for e in eos_ids if e != self.tokenizer.eos_token_id)]
+        results: list[list[int]] = []
+        for lo in range(0, len(prompts), self.batch_size):
+            chunk = [list(p) for p in prompts[lo: lo + self.batch_size]]
+            starts = [best_match(p, self.turns.entries) if self.turns is not None else (None, 0) for p in chunk]
+            new, lengths, _, _ = self._decode_rows(chunk, max_new_tokens, temperature, [], [False] * len(chunk),
+                                                   None, starts, eos)
+            results += [row[:n] for row, n in zip(new, lengths, strict=True)]
+        if self.turns is not None:
+            self.turns.commit()
+        return results
 
     def _generate_batch(self, ids: list[list[int]], max_new_tokens: int, temperature: float, stop: list[str],
-                        answer_only: list[bool], prefix: tuple[tuple[int, ...], Any] | None = None
-                        ) -> list[Generation]:
+                        answer_only: list[bool], prefix: tuple[tuple[int, ...], Any] | None = None,
+                        starts: list[tuple[Entry | None, int]] | None = None) -> list[Generation]:
+        tok = self.tokenizer
+        new, lengths, prompt_tokens, latency = self._decode_rows(ids, max_new_tokens, temperature, stop,
+                                                                 answer_only, prefix, starts)
+        gens = []
+        for row, n, read in zip(new, lengths, prompt_tokens, strict=True):
+            ended = bool(n) and row[n - 1] == tok.eos_token_id
+            # Keep special tokens other than the final eos: some models (Qwen3.5) mark tool calls with them.
+            text, hit = cut_at_stop(tok.decode(row[: n - 1] if ended else row[:n]), stop)
+            ended = ended or hit
+            gens.append(Generation(text, read, n, latency, "stop" if ended else "length"))
+        return gens
+
+    def _decode_rows(self, ids: list[list[int]], max_new_tokens: int, temperature: float, stop: list[str],
+                     answer_only: list[bool], prefix: tuple[tuple[int, ...], Any] | None,
+                     starts: list[tuple[Entry | None, int]] | None, eos: Sequence[int] | None = None
+                     ) -> tuple[list[list[int]], list[int], list[int], float]:
+        """(generated ids per row, how many are its own, prompt tokens per row, seconds) for one batch; the lean
+        loop when `starts` is given (and the rows' caches are kept), else `model.generate`."""
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
         tok = self.tokenizer
+        eos = list(eos or [tok.eos_token_id])
         start = time.perf_counter()
-        enc = self._inputs(ids, prefix)
+        keeps = [keep for _, keep in starts] if starts is not None else None
+        enc = self._inputs(ids, prefix, keeps)
         prompt_len = enc["input_ids"].shape[1]
         sampling: dict[str, Any] = {"do_sample": False}
         if temperature > 0:
@@ -180,29 +263,38 @@ class HFBackend:
         processors = LogitsProcessorList()
         if self.constrain:
             processors.append(ProtocolLogitsProcessor(tok, len(ids), max_new_tokens, answer_only=answer_only))
+        cache = None
         with torch.inference_mode():
-            if self._lean_ok():
-                out = self._lean(enc, ids, prefix, max_new_tokens, temperature, criteria, processors)
+            if starts is not None:
+                out, cache = self._lean(enc, starts, max_new_tokens, temperature, criteria, processors, eos[1:])
+                self.reused_tokens += sum(keeps)
             else:
                 out = self.model.generate(
-                    **enc, max_new_tokens=max_new_tokens, stopping_criteria=criteria, logits_processor=processors,
-                    eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **sampling,
-                )
+                    **{k: v for k, v in enc.items() if k != "cached"}, max_new_tokens=max_new_tokens,
+                    stopping_criteria=criteria, logits_processor=processors, eos_token_id=eos,
+                    pad_token_id=tok.pad_token_id, **sampling)
         latency = time.perf_counter() - start
-        gens = []
-        for row, mask in zip(out[:, prompt_len:].tolist(), enc["attention_mask"].tolist(), strict=True):
-            n = len(row)
-            if tok.eos_token_id in row:
-                n = row.index(tok.eos_token_id) + 1
-            else:
-                while n and row[n - 1] == tok.pad_token_id:
-                    n -= 1
-            ended = bool(n) and row[n - 1] == tok.eos_token_id
-            # Keep special tokens other than the final eos: some models (Qwen3.5) mark tool calls with them.
-            text, hit = cut_at_stop(tok.decode(row[: n - 1] if ended else row[:n]), stop)
-            ended = ended or hit
-            gens.append(Generation(text, int(sum(mask)), n, latency, "stop" if ended else "length"))
-        return gens
+        new = out[:, prompt_len:].tolist()
+        lengths = [_generated_length(row, eos, tok.pad_token_id) for row in new]
+        if cache is not None and self.turns is not None:
+            self._keep_turns(cache, ids, keeps, enc, new, lengths)
+        return new, lengths, [int(sum(mask)) for mask in enc["attention_mask"].tolist()], latency
+
+
+def _generated_length(row: list[int], eos: Sequence[int], pad: int) -> int:
+    """How many of a row's generated ids are its own: through the first eos, else up to the trailing pads."""
+    ends = [i for i, token in enumerate(row) if token in eos]
+    if ends:
+        return ends[0] + 1
+    n = len(row)
+    while n and row[n - 1] == pad:
+        n -= 1
+    return n
+
+
+def _either(first: Any, second: Any) -> Any:
+    """Two stop tests as one (the first may be None)."""
+    return second if first is None else (lambda seq: first(seq) | second(seq))
 
 
 def load_dtype(precision: str, device: str) -> str | None:

@@ -7,11 +7,15 @@ import argparse
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.agent.models import load_tokenizer
 from grepseek_lib.bench import engine as engine_bench
 from grepseek_lib.bench import engine_report
 from grepseek_lib.bench import train as train_bench
 from grepseek_lib.bench.engine import FAST_REPEATS, FAST_S
 from grepseek_lib.checks import existing_file, model_name, non_negative, positive, writable_dir
+from grepseek_lib.errors import UserError
+from grepseek_lib.shell.open import open_tool
+from grepseek_lib.train.format_check import held_out_questions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +48,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt")
     train.add_argument("--precision", choices=("auto", "float32", "bf16"), default="auto",
                        help="the new path's precision (auto: bf16 only on a CPU with native bf16)")
+    train.add_argument("--episodes", type=int, default=4,
+                       help="held-out questions for the agent-episode rows, run as one batch (0: skip them)")
+    train.add_argument("--episode-benchmarks", default="hotpotqa,musique,popqa",
+                       help="comma-separated held-out benchmarks the episode questions come from (round-robin)")
+    train.add_argument("--episode-tokens", type=int, default=512, help="token cap of one agent turn")
+    train.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl the episodes search (default: the mini-wiki)")
+    train.add_argument("--benchmarks-dir", type=Path, default=None,
+                       help="folder of benchmark .jsonl files (default: the mini-wiki's)")
     train.add_argument("--out", type=Path, default=None,
                        help="folder for train_bench.md / .json (default: runs/bench_train)")
     train.set_defaults(func=train_main)
@@ -65,16 +77,29 @@ def engine_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _episode_setup(args: argparse.Namespace) -> dict | None:
+    """Questions, tool and turn cap of the agent-episode rows, or None when --episodes is 0."""
+    if not args.episodes:
+        return None
+    benchmarks = [b.strip() for b in args.episode_benchmarks.split(",") if b.strip()]
+    questions = held_out_questions(benchmarks, args.episodes, args.benchmarks_dir)
+    if not questions:
+        raise UserError(f"no held-out questions in {benchmarks}; check --episode-benchmarks / --benchmarks-dir")
+    tool = open_tool(args.corpus, None, tokenizer=load_tokenizer(args.model))
+    return {"questions": questions, "tool": tool, "max_new_tokens": args.episode_tokens}
+
+
 def train_main(args: argparse.Namespace) -> int:
-    for name in ("--steps", "--repeats", "--gen-repeats", "--prompts", "--max-new-tokens"):
+    non_negative("--episodes", args.episodes)
+    for name in ("--steps", "--repeats", "--gen-repeats", "--prompts", "--max-new-tokens", "--episode-tokens"):
         positive(name, getattr(args, name[2:].replace("-", "_")))
     data = existing_file(args.data or config.data_dir() / "coldstart" / "train.jsonl", "--data",
                          "chat JSONL (make one with `grepseek coldstart`)")
     model_name(args.model)
     out = writable_dir(args.out or config.runs_dir() / "bench_train")
     report = train_bench.bench_train(args.model, data, steps=args.steps, repeats=args.repeats, prompts_n=args.prompts,
-                         max_new_tokens=args.max_new_tokens, precision=args.precision,
-                         gen_repeats=args.gen_repeats)
+                                     max_new_tokens=args.max_new_tokens, precision=args.precision,
+                                     gen_repeats=args.gen_repeats, episodes=_episode_setup(args))
     print(train_bench.markdown(report), end="")
     print(f"wrote {train_bench.write_report(report, out)}")
     return 0

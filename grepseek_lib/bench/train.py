@@ -4,7 +4,11 @@ SFT: the CPU config's first `steps` steps on the same cold-start examples, once 
 (float32 and the new precision alternating), timing each optimizer step; the loss curves of both are kept
 and compared step by step. Generation: the HF backend on the same agent prompts, greedy, `generate` in
 float32 (how the backend decoded before) vs the lean loop in the new precision, alternating; tokens/s and
-whether the texts are identical. Reported: medians, the ratio, the loss curves and their largest gap.
+whether the texts are identical. Episodes: the real agent loop with the real shell tool on held-out questions
+(greedy, the protocol's observation cap), as episodes ran before (float32 `generate`, every turn reading its
+whole prompt) vs the new path (lean loop, key/value reuse across turns), and the reuse alone on the lean loop;
+seconds per episode and whether the trajectories are identical. Reported: medians, the ratio, the loss
+curves and their largest gap.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib.agent.backends import HFBackend
+from grepseek_lib.agent.loop import run_batch
 from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.agent.prompt import initial_messages
+from grepseek_lib.shell.tool import ShellTool
 from grepseek_lib.train.configs import load_config
 from grepseek_lib.train.sft import build_trainer, load_chat_rows
 
@@ -75,6 +81,44 @@ def generation_run(backend: Any, convs: list[list[dict]], max_new_tokens: int) -
     return {"seconds": seconds, "tokens": tokens, "texts": [g.text for g in gens]}
 
 
+def episode_run(backend: Any, questions: list[dict], tool: ShellTool, max_new_tokens: int) -> dict[str, Any]:
+    """The agent loop over `questions` in one lockstep batch; seconds per episode and what every turn did."""
+    reused = backend.reused_tokens
+    start = time.perf_counter()
+    trajectories = run_batch(questions, backend, tool, max_new_tokens=max_new_tokens)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds / max(1, len(questions)),
+            "turns": [[(t.text, t.observation_text) for t in traj.turns] for traj in trajectories],
+            "prompt_tokens": sum(t.prompt_tokens for traj in trajectories for t in traj.turns),
+            "reused_tokens": backend.reused_tokens - reused}
+
+
+def episode_rows(model: str, precision: str, questions: list[dict], tool: ShellTool, repeats: int,
+                 max_new_tokens: int) -> list[dict[str, Any]]:
+    """Episodes before (float32 `generate`) vs now (lean loop + turn reuse), and turn reuse alone, alternating."""
+    backends = {"before": HFBackend(model, device="cpu", batch_size=len(questions), lean=False,
+                                    precision="float32", reuse_turns=False),
+                "lean": HFBackend(model, device="cpu", batch_size=len(questions), precision=precision,
+                                  reuse_turns=False),
+                "new": HFBackend(model, device="cpu", batch_size=len(questions), precision=precision)}
+    runs: dict[str, list[dict]] = {name: [] for name in backends}
+    for _ in range(repeats):
+        for name, backend in backends.items():
+            runs[name].append(episode_run(backend, questions, tool, max_new_tokens))
+    new = runs["new"]
+    share = sum(r["reused_tokens"] for r in new) / max(1, sum(r["prompt_tokens"] for r in new))
+    turns = sum(len(t) for t in new[0]["turns"])
+
+    def same(name: str) -> str:
+        return f"identical trajectories {sum(a['turns'] == b['turns'] for a, b in zip(runs[name], new, strict=True))}/{repeats}"
+
+    note = f"{len(questions)} episodes, {turns} turns, {share:.0%} of prompt tokens reused"
+    return [_median_row("agent episode", "s/episode", [r["seconds"] for r in runs["before"]],
+                        [r["seconds"] for r in new], False, f"{note}; {same('before')}"),
+            _median_row("agent episode, turn reuse alone", "s/episode", [r["seconds"] for r in runs["lean"]],
+                        [r["seconds"] for r in new], False, f"old column: lean loop, no reuse; {same('lean')}")]
+
+
 def _median_row(task: str, unit: str, old: list[float], new: list[float], higher_is_better: bool,
                 note: str = "") -> dict[str, Any]:
     a, b = statistics.median(old), statistics.median(new)
@@ -84,8 +128,11 @@ def _median_row(task: str, unit: str, old: list[float], new: list[float], higher
 
 
 def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: int, max_new_tokens: int,
-                precision: str = "auto", gen_repeats: int | None = None) -> dict[str, Any]:
-    """Both benchmarks, float32 and `precision` alternating; returns {rows, curves, ...} for the report."""
+                precision: str = "auto", gen_repeats: int | None = None, episodes: dict | None = None
+                ) -> dict[str, Any]:
+    """The benchmarks, float32 and `precision` alternating; returns {rows, curves, ...} for the report.
+
+    `episodes`: {questions, tool, max_new_tokens} for the agent-episode rows (None: skipped)."""
     new_precision = resolve_precision(precision, "cpu")
     gen_repeats = gen_repeats or repeats
     old_backend = HFBackend(model, device="cpu", batch_size=prompts_n, lean=False, precision="float32")
@@ -111,6 +158,9 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
                     [r["tokens"] / r["seconds"] for r in gen["new"]], True,
                     f"{prompts_n} prompts x {max_new_tokens} tokens; identical texts {same}/{gen_repeats}"),
     ]
+    if episodes:
+        rows += episode_rows(model, new_precision, episodes["questions"], episodes["tool"], gen_repeats,
+                             episodes["max_new_tokens"])
     return {"model": model, "precision": new_precision, "steps": steps, "repeats": repeats,
             "gen_repeats": gen_repeats, "rows": rows,
             "curves": curves, "max_loss_gap": gap, "identical_generations": f"{same}/{gen_repeats}"}
@@ -119,7 +169,8 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
 def markdown(report: dict[str, Any]) -> str:
     """The table, then the loss curves of both paths."""
     keys = ["task", "unit", "float32", "new", "speed-up", "runs", "note"]
-    lines = [f"model {report['model']}, new path: precision {report['precision']} + lean decode loop", "",
+    lines = [f"model {report['model']}, new path: precision {report['precision']} + lean decode loop"
+             " (+ key/value reuse across turns in the episode rows)", "",
              "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in report["rows"]]
     lines += ["", "| step | loss float32 | loss new |", "|---|---|---|"]

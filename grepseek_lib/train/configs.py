@@ -88,6 +88,9 @@ class GRPOSettings(RunSettings):
     gradient_checkpointing: bool = True
     #: "auto": trl's vLLM generation only when CUDA and the vllm package are both present.
     use_vllm: str | bool = "auto"
+    #: Rollout turns on the HF backend's lean loop with key/value reuse across turns, where that is exact
+    #: (train/grpo_rollouts.py); False: trl's own `model.generate` for every turn.
+    lean_rollouts: bool = True
 
     @property
     def rollouts_per_step(self) -> int:

@@ -45,6 +45,7 @@ from grepseek_lib.shell.tool import observation_text
 from grepseek_lib.train.configs import GRPOSettings
 from grepseek_lib.train.devices import vllm_available
 from grepseek_lib.train.distributed import rank, shared_state, world_size
+from grepseek_lib.train.grpo_rollouts import LeanRollouts
 from grepseek_lib.train.plumbing import (
     CHECKPOINTS,
     METRICS_FILE,
@@ -201,7 +202,7 @@ def skipping_trainer_class() -> type:
     """
     from trl import GRPOTrainer
 
-    class SkippingGRPOTrainer(GRPOTrainer):
+    class SkippingGRPOTrainer(LeanRollouts, GRPOTrainer):
         skipped_micro_batches = 0
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -271,6 +272,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         environment_factory=lambda: ShellEnvironment(tool, settings.max_tool_calls),
         callbacks=[metrics_logger(out / METRICS_FILE)],
     )
+    trainer.lean_rollouts = settings.lean_rollouts
     return trainer, tokenizer
 
 
