@@ -32,7 +32,8 @@ def chats(tmp_path):
 def test_bench_train_on_the_tiny_model(tiny, chats, tmp_path, capsys):
     out = tmp_path / "bench"
     assert main(["bench", "train", "--model", str(tiny), "--data", str(chats), "--steps", "2", "--repeats", "1",
-                 "--prompts", "2", "--max-new-tokens", "8", "--episodes", "0", "--out", str(out)]) == 0
+                 "--prompts", "2", "--max-new-tokens", "8", "--episodes", "0", "--grpo-rollouts", "0",
+                 "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| SFT step | s/step |" in printed and "| greedy generation | tokens/s |" in printed
     report = json.loads((out / "train_bench.json").read_text())
@@ -51,15 +52,17 @@ def test_bench_train_refuses_bad_arguments(tiny, tmp_path, capsys):
     assert "--episodes" in capsys.readouterr().err
 
 
-def test_bench_train_episode_rows_run_the_agent_with_and_without_turn_reuse(tiny, chats, miniwiki, tmp_path, capsys):
-    """The episode rows: the real loop and tool on held-out questions, before / lean / lean + reuse, compared."""
+def test_bench_train_episode_and_grpo_rows(tiny, chats, miniwiki, tmp_path, capsys):
+    """The episode rows: the real loop and tool on held-out questions, before / lean / lean + reuse, compared;
+    the GRPO row: one seeded step with trl's generate and with lean rollouts."""
     out = tmp_path / "bench"
     assert main(["bench", "train", "--model", str(tiny), "--data", str(chats), "--steps", "1", "--repeats", "1",
                  "--max-new-tokens", "4", "--episodes", "2", "--episode-benchmarks", "nq,popqa",
                  "--episode-tokens", "24", "--corpus", str(miniwiki / "corpus.jsonl"),
                  "--benchmarks-dir", str(miniwiki / "benchmarks"), "--out", str(out)]) == 0
     rows = {r["task"]: r for r in json.loads((out / "train_bench.json").read_text())["rows"]}
-    assert {"agent episode", "agent episode, turn reuse alone"} <= set(rows)
+    assert {"agent episode", "agent episode, turn reuse alone", "GRPO step"} <= set(rows)
+    assert "same rewards 1/1" in rows["GRPO step"]["note"]
     assert "identical trajectories 1/1" in rows["agent episode, turn reuse alone"]["note"]
     assert main(["bench", "train", "--model", str(tiny), "--data", str(chats), "--episode-benchmarks", "musique_train",
                  "--benchmarks-dir", str(miniwiki / "benchmarks"), "--out", str(out)]) == 2

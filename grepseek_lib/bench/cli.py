@@ -14,8 +14,9 @@ from grepseek_lib.bench import train as train_bench
 from grepseek_lib.bench.engine import FAST_REPEATS, FAST_S
 from grepseek_lib.checks import existing_file, model_name, non_negative, positive, writable_dir
 from grepseek_lib.errors import UserError
-from grepseek_lib.shell.open import open_tool
+from grepseek_lib.shell.open import open_tool, resolve_corpus
 from grepseek_lib.train.format_check import held_out_questions
+from grepseek_lib.train.grpo import load_questions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--episode-benchmarks", default="hotpotqa,musique,popqa",
                        help="comma-separated held-out benchmarks the episode questions come from (round-robin)")
     train.add_argument("--episode-tokens", type=int, default=512, help="token cap of one agent turn")
+    train.add_argument("--grpo-rollouts", type=int, default=2,
+                       help="rollouts of the one training question in the GRPO-step row (0: skip it)")
     train.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl the episodes search (default: the mini-wiki)")
     train.add_argument("--benchmarks-dir", type=Path, default=None,
                        help="folder of benchmark .jsonl files (default: the mini-wiki's)")
@@ -89,8 +92,19 @@ def _episode_setup(args: argparse.Namespace) -> dict | None:
     return {"questions": questions, "tool": tool, "max_new_tokens": args.episode_tokens}
 
 
+def _grpo_setup(args: argparse.Namespace) -> dict | None:
+    """The first training question, the corpus and G for the GRPO-step row, or None when --grpo-rollouts is 0."""
+    if not args.grpo_rollouts:
+        return None
+    folder = args.benchmarks_dir or config.benchmarks_dir()
+    questions = load_questions(config.TRAIN_SPLITS, folder, limit=1)
+    corpus, _ = resolve_corpus(args.corpus, None)
+    return {"questions": questions, "corpus": corpus, "generations": args.grpo_rollouts}
+
+
 def train_main(args: argparse.Namespace) -> int:
     non_negative("--episodes", args.episodes)
+    non_negative("--grpo-rollouts", args.grpo_rollouts)
     for name in ("--steps", "--repeats", "--gen-repeats", "--prompts", "--max-new-tokens", "--episode-tokens"):
         positive(name, getattr(args, name[2:].replace("-", "_")))
     data = existing_file(args.data or config.data_dir() / "coldstart" / "train.jsonl", "--data",
@@ -99,7 +113,8 @@ def train_main(args: argparse.Namespace) -> int:
     out = writable_dir(args.out or config.runs_dir() / "bench_train")
     report = train_bench.bench_train(args.model, data, steps=args.steps, repeats=args.repeats, prompts_n=args.prompts,
                                      max_new_tokens=args.max_new_tokens, precision=args.precision,
-                                     gen_repeats=args.gen_repeats, episodes=_episode_setup(args))
+                                     gen_repeats=args.gen_repeats, episodes=_episode_setup(args),
+                                     grpo_setup=_grpo_setup(args))
     print(train_bench.markdown(report), end="")
     print(f"wrote {train_bench.write_report(report, out)}")
     return 0

@@ -26,6 +26,7 @@ from grepseek_lib.agent.loop import run_batch
 from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.agent.prompt import initial_messages
 from grepseek_lib.shell.tool import ShellTool
+from grepseek_lib.train import grpo
 from grepseek_lib.train.configs import load_config
 from grepseek_lib.train.sft import build_trainer, load_chat_rows
 
@@ -119,6 +120,38 @@ def episode_rows(model: str, precision: str, questions: list[dict], tool: ShellT
                         [r["seconds"] for r in new], False, f"old column: lean loop, no reuse; {same('lean')}")]
 
 
+def grpo_run(model: str, questions: list[dict], corpus: Path, lean: bool, generations: int) -> dict[str, Any]:
+    """One GRPO step of the CPU config (one question, `generations` rollouts) from `model`, seeded; seconds a
+    rollout (generation, tool calls, scoring, the update) and the rollouts' rewards."""
+    import torch
+
+    settings = dataclasses.replace(load_config("cpu").grpo, questions_per_step=1, num_generations=generations,
+                                   per_device_train_batch_size=1, max_steps=1, probe_candidates=0, save_steps=10**9,
+                                   lean_rollouts=lean)
+    with tempfile.TemporaryDirectory(prefix="bench_grpo_") as out:
+        trainer, _ = grpo.build_trainer(model, Path(out), settings, corpus=corpus, questions=questions[:1])
+        trainer.args.disable_tqdm = True
+        torch.manual_seed(settings.seed)
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+        parts = grpo.read_reward_parts(Path(out) / grpo.REWARD_PARTS_FILE)
+    return {"seconds": seconds / generations, "rewards": [p.get("rewards") for p in parts]}
+
+
+def grpo_row(model: str, questions: list[dict], corpus: Path, repeats: int, generations: int) -> dict[str, Any]:
+    """GRPO s/rollout: trl's `model.generate` for every turn vs lean rollouts, the same seeded step, alternating."""
+    runs: dict[bool, list[dict]] = {False: [], True: []}
+    for _ in range(repeats):
+        for lean in (False, True):
+            runs[lean].append(grpo_run(model, questions, corpus, lean, generations))
+    same = sum(a["rewards"] == b["rewards"] for a, b in zip(runs[False], runs[True], strict=True))
+    return _median_row("GRPO step", "s/rollout", [r["seconds"] for r in runs[False]],
+                       [r["seconds"] for r in runs[True]], False,
+                       f"1 question x {generations} rollouts, one update; old column: trl generate; "
+                       f"same rewards {same}/{repeats}")
+
+
 def _median_row(task: str, unit: str, old: list[float], new: list[float], higher_is_better: bool,
                 note: str = "") -> dict[str, Any]:
     a, b = statistics.median(old), statistics.median(new)
@@ -128,11 +161,12 @@ def _median_row(task: str, unit: str, old: list[float], new: list[float], higher
 
 
 def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: int, max_new_tokens: int,
-                precision: str = "auto", gen_repeats: int | None = None, episodes: dict | None = None
-                ) -> dict[str, Any]:
+                precision: str = "auto", gen_repeats: int | None = None, episodes: dict | None = None,
+                grpo_setup: dict | None = None) -> dict[str, Any]:
     """The benchmarks, float32 and `precision` alternating; returns {rows, curves, ...} for the report.
 
-    `episodes`: {questions, tool, max_new_tokens} for the agent-episode rows (None: skipped)."""
+    `episodes`: {questions, tool, max_new_tokens} for the agent-episode rows; `grpo_setup`: {questions (training
+    ones), corpus, generations} for the GRPO row (None: skipped)."""
     new_precision = resolve_precision(precision, "cpu")
     gen_repeats = gen_repeats or repeats
     old_backend = HFBackend(model, device="cpu", batch_size=prompts_n, lean=False, precision="float32")
@@ -158,6 +192,9 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
                     [r["tokens"] / r["seconds"] for r in gen["new"]], True,
                     f"{prompts_n} prompts x {max_new_tokens} tokens; identical texts {same}/{gen_repeats}"),
     ]
+    if grpo_setup:
+        rows.append(grpo_row(model, grpo_setup["questions"], grpo_setup["corpus"], gen_repeats,
+                             grpo_setup["generations"]))
     if episodes:
         rows += episode_rows(model, new_precision, episodes["questions"], episodes["tool"], gen_repeats,
                              episodes["max_new_tokens"])
