@@ -49,7 +49,8 @@ settings = replace(load_config(train_config).sft, num_train_epochs=sft_epochs, m
 settings
 
 # %%
-summary = run_sft(data, model, out_dir, settings, lora=settings.lora, max_steps=sft_max_steps)
+# An interrupted run continues from its last step when model, data and settings are unchanged.
+summary = run_sft(data, model, out_dir, settings, lora=settings.lora, max_steps=sft_max_steps, resume=True)
 pd.Series({k: v for k, v in summary.items() if k != "settings"}).to_frame("value")
 
 # %% [markdown]

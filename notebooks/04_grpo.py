@@ -61,7 +61,8 @@ settings
 
 # %%
 summary = run_grpo(str(models / "sft"), out_dir, settings, corpus=data_dir / "corpus.jsonl",
-                   shards=data_dir / "shards", benchmarks_dir=data_dir / "benchmarks", lora=settings.lora)
+                   shards=data_dir / "shards", benchmarks_dir=data_dir / "benchmarks", lora=settings.lora,
+                   resume=True)  # an interrupted run continues from its last step (same model, corpus, settings)
 pd.Series({k: v for k, v in summary.items() if k != "settings"}).to_frame("value")
 
 # %% [markdown]

@@ -93,6 +93,22 @@ def test_sft_steps_save_and_resume(world, tmp_path):
     assert tokenizer.eos_token == "<|im_end|>" and "generation" in tokenizer.chat_template
 
 
+def test_a_resume_with_other_settings_starts_afresh_and_clears_the_old_steps(world, tmp_path, capsys):
+    """Checkpoints belong to one run (model, data, settings): another run in the same OUT never continues
+    them, and its fresh start removes them so the trainer's rotation cannot mix old and new steps."""
+    from grepseek_lib.train.sft import run_sft
+
+    out = tmp_path / "sft"
+    run_sft(world["data"], world["model"], out, _sft_settings(), max_steps=2)
+    other = run_sft(world["data"], world["model"], out, dataclasses.replace(_sft_settings(), learning_rate=5e-4), max_steps=1, resume=True)
+    assert other["resumed_from"] is None and "another run's steps" in capsys.readouterr().out
+    assert sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-1"]
+    again = run_sft(world["data"], world["model"], out, dataclasses.replace(_sft_settings(), learning_rate=5e-4), max_steps=2, resume=True)
+    assert again["resumed_from"].endswith("checkpoint-1") and again["steps"] == 2
+    fresh = run_sft(world["data"], world["model"], out, dataclasses.replace(_sft_settings(), learning_rate=5e-4), max_steps=1)
+    assert fresh["resumed_from"] is None and sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*")) == ["checkpoint-1"]
+
+
 def test_sft_lora_merges_into_plain_model(world, tmp_path):
     from grepseek_lib.train.sft import run_sft
 

@@ -51,11 +51,12 @@ from grepseek_lib.train.plumbing import (
     METRICS_FILE,
     SUMMARY_FILE,
     checkpoint_args,
-    last_checkpoint,
+    file_stamp,
     load_trainable,
     lora_config,
     metrics_logger,
     save_final_model,
+    start_or_resume,
 )
 from grepseek_lib.train.reward import TrlShellReward, reward
 
@@ -282,12 +283,11 @@ def run_grpo(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path
     """GRPO from `model_name` (usually the SFT folder); OUT becomes a plain HF model folder. Returns a summary."""
     out = Path(out)
     corpus, shards = resolve_corpus(corpus, shards)
-    checkpoint = last_checkpoint(out / CHECKPOINTS) if resume else None
-    if resume and checkpoint is None:
-        print(f"grepseek: no checkpoint under {out / CHECKPOINTS}; starting from scratch")
+    identity = {"stage": "grpo", "model": str(model_name), "corpus": file_stamp(corpus), "lora": lora,
+                "settings": {k: v for k, v in vars(settings).items() if k not in ("lean_rollouts", "max_steps")}}
+    checkpoint = start_or_resume(out, identity, resume, out / METRICS_FILE)
     if checkpoint is None and rank() == 0:
-        for name in (METRICS_FILE, REWARD_PARTS_FILE):
-            (out / name).unlink(missing_ok=True)
+        (out / REWARD_PARTS_FILE).unlink(missing_ok=True)
     start = time.time()
     loaded = load_trainable(model_name, settings.precision)  # once: the probe samples from the model it trains
     questions = shared_questions(loaded[:2], out, settings, corpus=corpus, shards=shards,

@@ -8,6 +8,7 @@ run-folder layout (file names below) that notebooks, scripts and the inspector r
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from grepseek_lib.train.distributed import full_state_dict
 CHECKPOINTS = "checkpoints"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "train_summary.json"
+#: What a run's checkpoints belong to (start_or_resume).
+IDENTITY_FILE = "run_identity.json"
 
 
 def precision_flags(precision: str = "auto") -> dict[str, bool]:
@@ -75,6 +78,41 @@ def last_checkpoint(checkpoints: Path) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     return get_last_checkpoint(str(checkpoints)) if Path(checkpoints).is_dir() else None
+
+
+def file_stamp(path: Path) -> dict[str, Any]:
+    """A file's path, size and modification time: enough to tell that a run's input was rewritten."""
+    stat = Path(path).stat()
+    return {"path": str(Path(path).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def start_or_resume(out: Path, identity: dict[str, Any], resume: bool, metrics: Path) -> str | None:
+    """The checkpoint to resume from, or None to start afresh.
+
+    A checkpoint is resumed only when OUT's recorded identity (stage, model, data, settings) equals this run's:
+    a run with other settings would silently continue the wrong one. A fresh start clears OUT's old
+    checkpoints and metrics (the trainer's rotation would otherwise mix old and new steps and a later resume
+    pick an old one) and records the identity.
+    """
+    from grepseek_lib.train.distributed import rank
+
+    checkpoints = Path(out) / CHECKPOINTS
+    identity = json.loads(json.dumps(identity, default=str))  # tuples, paths: as the file will hold them
+    recorded_file = Path(out) / IDENTITY_FILE
+    recorded = json.loads(recorded_file.read_text()) if recorded_file.is_file() else None
+    checkpoint = last_checkpoint(checkpoints) if resume else None
+    if checkpoint is not None and recorded != identity:
+        print(f"grepseek: {checkpoints} holds another run's steps (model, data or settings differ); "
+              "starting from scratch")
+        checkpoint = None
+    elif resume and checkpoint is None:
+        print(f"grepseek: no checkpoint under {checkpoints}; starting from scratch")
+    if checkpoint is None and rank() == 0:
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        metrics.unlink(missing_ok=True)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        recorded_file.write_text(json.dumps(identity, indent=1) + "\n")
+    return checkpoint
 
 
 def metrics_logger(path: Path) -> Any:

@@ -26,17 +26,17 @@ from typing import Any
 
 from grepseek_lib.errors import UserError
 from grepseek_lib.train.configs import SFTSettings
-from grepseek_lib.train.distributed import rank
 from grepseek_lib.train.plumbing import (
     CHECKPOINTS,
     METRICS_FILE,
     SUMMARY_FILE,
     checkpoint_args,
-    last_checkpoint,
+    file_stamp,
     load_trainable,
     lora_config,
     metrics_logger,
     save_final_model,
+    start_or_resume,
 )
 
 
@@ -133,11 +133,9 @@ def run_sft(data: Path, model_name: str, out: Path, settings: SFTSettings, *, lo
             resume: bool = False, max_steps: int | None = None) -> dict[str, Any]:
     """Fine-tune `model_name` on the chat JSONL `data`; OUT becomes a plain HF model folder. Returns a summary."""
     out = Path(out)
-    checkpoint = last_checkpoint(out / CHECKPOINTS) if resume else None
-    if resume and checkpoint is None:
-        print(f"grepseek: no checkpoint under {out / CHECKPOINTS}; starting from scratch")
-    if not resume and rank() == 0:
-        (out / METRICS_FILE).unlink(missing_ok=True)
+    identity = {"stage": "sft", "model": str(model_name), "data": file_stamp(Path(data)), "lora": lora,
+                "settings": vars(settings)}
+    checkpoint = start_or_resume(out, identity, resume, out / METRICS_FILE)
     rows = load_chat_rows(data, settings.max_examples)
     start = time.time()
     trainer, tokenizer = build_trainer(rows, model_name, out, settings, lora=lora, max_steps=max_steps)
