@@ -92,5 +92,7 @@ runfolder.mark_done(run_dir, STAGE, {
     "questions": summary["questions"],
     "reward_first": summary.get("reward_first"),
     "reward_last": summary.get("reward_last"),
+    "rollouts_first": summary.get("rollouts_first"),
+    "rollouts_last": summary.get("rollouts_last"),
     "wall_s": summary["wall_s"],
 })

@@ -125,6 +125,7 @@ micro = table[table["benchmark"] == "micro"].set_index("system")
 runfolder.mark_done(run_dir, STAGE, {
     **{f"{s}_micro_f1": micro.loc[s, "f1"] for s in micro.index},
     **{f"{s}_micro_em": micro.loc[s, "em"] for s in micro.index},
+    **{f"{s}_micro_f1_se": micro.loc[s, "f1_se"] for s in micro.index},
     **{f"{s}_evidence_recall": v for s, v in recall[recall["benchmark"] == "micro"].set_index("system")
        ["evidence_found"].items()},
     **{f"{s}_top_loss": losses.top_cause(loss_shares, s) for s in loss_shares["system"]},

@@ -475,3 +475,13 @@ def test_grpo_lean_rollout_turns_sample_what_trls_generate_samples(world, tmp_pa
     trainer.state.global_step = step + 1  # the weights changed: the next turn starts from no cache
     trainer._generate_single_turn(prompts[:1], None, {}, 1)
     assert trainer._rollout_backend[1] is not backend and trainer._rollout_backend[1].reused_tokens == 0
+
+
+def test_reward_trend_says_how_many_rollouts_each_side_stands_on():
+    from grepseek_lib.train.grpo import reward_trend
+
+    steps = [{"reward": r, "n": 8} for r in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)]
+    trend = reward_trend(steps)
+    assert trend["trend_window"] == 2 and trend["rollouts_first"] == trend["rollouts_last"] == 16
+    assert trend["reward_first"] == pytest.approx(0.15) and trend["reward_last"] == pytest.approx(0.55)
+    assert reward_trend([]) == {}

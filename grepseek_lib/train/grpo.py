@@ -343,10 +343,13 @@ def merge_ranks(records: Sequence[dict]) -> dict:
 
 
 def reward_trend(steps: Sequence[dict], window: int | None = None) -> dict[str, float | int]:
-    """Mean reward over the first and the last `window` steps (default: a third of the run, at least 1)."""
+    """Mean reward over the first and the last `window` steps (default: a third of the run, at least 1), and
+    how many rollouts each mean stands on."""
     if not steps:
         return {}
     window = window or max(1, len(steps) // 3)
-    first = [s["reward"] for s in steps[:window]]
-    last = [s["reward"] for s in steps[-window:]]
-    return {"trend_window": window, "reward_first": sum(first) / len(first), "reward_last": sum(last) / len(last)}
+    first, last = steps[:window], steps[-window:]
+    return {"trend_window": window, "reward_first": sum(s["reward"] for s in first) / len(first),
+            "reward_last": sum(s["reward"] for s in last) / len(last),
+            "rollouts_first": sum(int(s.get("n", 0)) for s in first),
+            "rollouts_last": sum(int(s.get("n", 0)) for s in last)}
