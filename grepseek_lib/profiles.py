@@ -33,10 +33,10 @@ _COMMON: dict[str, Any] = {
 }
 
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
-#: default is SmolLM2-135M sized to about 45 minutes on a 2-core CPU (measured under load: SFT ~60 s an
-#: example, one GRPO step of 4 rollouts ~5 min, an agent episode ~60 s; an idle machine is ~2x faster).
-#: Raise eval_limit / sft_max_examples / grpo_steps through --params for a longer, more telling run. SFT on
-#: every cold-start trajectory does not fit in it: one epoch over the 142 took 102 min (docs/RESULTS.md).
+#: default is SmolLM2-135M sized to about 45 minutes on an idle 2-core CPU with native bf16 (docs/RESULTS.md
+#: has the stage times): SFT on every trajectory the cold start accepts from the first 60 training questions of each split,
+#: GRPO long enough for a reward trend on 16 rollouts a side (6 steps of 2 probe-chosen questions x 4), and
+#: 10 questions per benchmark for every system. Raise them through --params for a longer run, or use `full`.
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {
         **_COMMON,
@@ -63,17 +63,18 @@ PROFILES: dict[str, dict[str, Any]] = {
         **_COMMON,
         "model": "smollm2",
         "n_shards": 2,
-        "coldstart_limit": 200,
+        "coldstart_limit": 60,
         "sft_epochs": 1,
         "sft_max_steps": None,
-        "sft_max_examples": 16,
-        "sft_max_length": 2048,
-        "grpo_steps": 2,
+        "sft_max_examples": None,
+        "sft_max_length": 4096,
+        "grpo_steps": 6,
         "grpo_questions": 2,
-        "grpo_generations": 2,
-        "grpo_max_completion": 768,
-        "grpo_probe_candidates": 4,
-        "eval_limit": 2,
+        "grpo_generations": 4,
+        "grpo_pool": 2,
+        "grpo_max_completion": 1536,
+        "grpo_probe_candidates": 12,
+        "eval_limit": 10,
         "max_new_tokens": 128,
         "max_tool_calls": config.MAX_TOOL_CALLS,
         "latency_commands": 200,

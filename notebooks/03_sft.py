@@ -25,8 +25,8 @@ lora = False  # train LoRA adapters (merged into the saved model): for models ab
 train_config = "cpu"  # train/configs.py preset or a YAML file
 sft_epochs = 1
 sft_max_steps = None  # None: whole epochs
-sft_max_examples = 16
-sft_max_length = 2048
+sft_max_examples = None  # None: every accepted trajectory
+sft_max_length = 4096
 seed = 0
 
 # %%

@@ -52,17 +52,21 @@ class HFBackend:
     `generate` overhead; the same greedy tokens) where the model's layers allow it, else `model.generate`.
     `precision` (when `model` is a name and no `dtype` is given): "auto" loads bf16 weights on a CPU with
     native bf16 (agent/precision.py) and otherwise what it always did (float32 on a CPU, bf16 on a bf16 GPU);
-    "float32" / "bf16" force one.
+    "float32" / "bf16" force one. A model it loads in bf16 on a CPU computes attention in float32
+    (agent/attention.py: the CPU kernel is several times slower in bf16 at decode).
     """
 
     def __init__(self, model: Any = "smollm2", tokenizer: Any = None, device: str | None = None,
                  batch_size: int = 8, dtype: Any = None, constrain: bool = False, prefix_cache: bool | None = None,
                  lean: bool = True, precision: str = "auto", reuse_turns: bool | None = None):
         if isinstance(model, str):
+            from grepseek_lib.agent.attention import use_float32_attention  # defers transformers
+
             if dtype is None:
                 dtype = load_dtype(precision, str(device or default_device()))
             model, loaded_tokenizer = load_model_and_tokenizer(model, device=device, dtype=dtype)
             tokenizer = tokenizer or loaded_tokenizer
+            use_float32_attention(model)
         elif tokenizer is None:
             raise ValueError("HFBackend needs a tokenizer when given a model object")
         elif device is not None:

@@ -1,7 +1,8 @@
 """Training and generation benchmark: float32 as it ran before vs the new path, same examples, one run.
 
-SFT: the CPU config's first `steps` steps on the same cold-start examples, once per precision and repeat
-(float32 and the new precision alternating), timing each optimizer step; the loss curves of both are kept
+SFT: the CPU config's first `steps` steps on the same cold-start examples, once per path and repeat (float32
+with trl's LM head as before, and the new precision with the labelled-positions head, alternating), timing
+each optimizer step; the loss curves of both are kept
 and compared step by step. Generation: the HF backend on the same agent prompts, greedy, `generate` in
 float32 (how the backend decoded before) vs the lean loop in the new precision, alternating; tokens/s and
 whether the texts are identical. Episodes: the real agent loop with the real shell tool on held-out questions
@@ -55,13 +56,13 @@ def step_timer() -> Any:
     return StepTimer()
 
 
-def sft_run(data: Path, model: str, precision: str, steps: int) -> dict[str, Any]:
+def sft_run(data: Path, model: str, precision: str, steps: int, compact_head: bool) -> dict[str, Any]:
     """`steps` SFT steps of the CPU config in `precision`; step seconds and per-step losses."""
     settings = dataclasses.replace(load_config("cpu").sft, precision=precision, save_steps=10**9,
                                    max_examples=steps, logging_steps=1)
     rows = load_chat_rows(data, settings.max_examples)
     with tempfile.TemporaryDirectory(prefix="bench_sft_") as out:
-        trainer, _ = build_trainer(rows, model, Path(out), settings, max_steps=steps)
+        trainer, _ = build_trainer(rows, model, Path(out), settings, max_steps=steps, compact_head=compact_head)
         timer = step_timer()
         trainer.add_callback(timer)
         trainer.args.disable_tqdm = True
@@ -179,8 +180,8 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
     del old_backend, new_backend
     sft: dict[str, list[dict]] = {"float32": [], "new": []}
     for _ in range(repeats):
-        sft["float32"].append(sft_run(data, model, "float32", steps))
-        sft["new"].append(sft_run(data, model, new_precision, steps))
+        sft["float32"].append(sft_run(data, model, "float32", steps, compact_head=False))
+        sft["new"].append(sft_run(data, model, new_precision, steps, compact_head=True))
     curves = {k: [statistics.mean(vals) for vals in zip(*(r["losses"] for r in runs), strict=True)]
               for k, runs in sft.items()}
     gap = max((abs(a - b) for a, b in zip(curves["float32"], curves["new"], strict=True)), default=0.0)

@@ -228,6 +228,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     from datasets import Dataset
     from trl import GRPOConfig
 
+    from grepseek_lib.train.lm_head import compact_lm_head  # defers torch and trl, as above
 
     out = Path(out)
     model, tokenizer, flags = loaded or load_trainable(model_name, settings.precision)
@@ -274,6 +275,8 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         callbacks=[metrics_logger(out / METRICS_FILE)],
     )
     trainer.lean_rollouts = settings.lean_rollouts
+    compact_lm_head(trainer.model.get_base_model() if lora else trainer.model, temperature=trainer.temperature,
+                    entropy_grad=True)
     return trainer, tokenizer
 
 

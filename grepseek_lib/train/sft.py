@@ -91,10 +91,13 @@ def drop_overlong(rows: list[dict], tokenizer: Any, max_length: int | None) -> t
 
 
 def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SFTSettings, *,
-                  lora: bool = False, max_steps: int | None = None) -> tuple[Any, Any]:
-    """The SFTTrainer (and tokenizer) for `rows`; split out of `run_sft` so tests can inspect its dataset."""
+                  lora: bool = False, max_steps: int | None = None, compact_head: bool = True) -> tuple[Any, Any]:
+    """The SFTTrainer (and tokenizer) for `rows`; split out of `run_sft` so tests can inspect its dataset.
+    `compact_head=False` keeps trl's own LM head (train/lm_head.py), for benchmarks of the old path."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
+
+    from grepseek_lib.train.lm_head import compact_lm_head  # defers torch and trl, as above
 
     model, tokenizer, flags = load_trainable(model_name, settings.precision)
     rows = [{"messages": r["messages"]} for r in rows]
@@ -126,6 +129,8 @@ def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SF
         peft_config=lora_config(settings) if lora else None,
         callbacks=[metrics_logger(Path(out) / METRICS_FILE)],
     )
+    if compact_head:
+        compact_lm_head(trainer.model.get_base_model() if lora else trainer.model)
     return trainer, tokenizer
 
 
