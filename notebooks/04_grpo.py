@@ -52,7 +52,7 @@ run_dir, data_dir = notebook.start(run_dir, data_dir)
 models = runfolder.artifacts_dir(run_dir, "models")
 out_dir = models / "grpo"
 settings = replace(load_config(train_config).grpo, max_steps=grpo_steps, questions_per_step=grpo_questions,
-                   num_generations=grpo_generations, per_device_train_batch_size=grpo_generations,
+                   num_generations=grpo_generations,
                    max_completion_length=grpo_max_completion, max_turn_tokens=max_new_tokens,
                    max_tool_calls=max_tool_calls, max_obs_tokens=max_obs_tokens, max_questions=grpo_pool,
                    probe_candidates=grpo_probe_candidates, seed=seed, train_splits=tuple(train_splits),
