@@ -33,8 +33,9 @@ _COMMON: dict[str, Any] = {
 }
 
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
-#: default is SmolLM2-135M sized to about 45 minutes on an idle 2-core CPU with native bf16 (docs/RESULTS.md
-#: has the stage times): SFT on every trajectory the cold start accepts from the first 60 training questions of each split,
+#: default is SmolLM2-135M aimed at about 45 minutes on an idle 2-core CPU with native bf16 (measured 53 min:
+#: SFT 14, GRPO 18.5, eval 19.6; issue #16 note): SFT on every trajectory the cold start accepts from the first
+#: 60 training questions of each split,
 #: GRPO long enough for a reward trend on 16 rollouts a side (6 steps of 2 probe-chosen questions x 4), and
 #: 10 questions per benchmark for every system. Raise them through --params for a longer run, or use `full`.
 PROFILES: dict[str, dict[str, Any]] = {

@@ -275,8 +275,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         callbacks=[metrics_logger(out / METRICS_FILE)],
     )
     trainer.lean_rollouts = settings.lean_rollouts
-    compact_lm_head(trainer.model.get_base_model() if lora else trainer.model, temperature=trainer.temperature,
-                    entropy_grad=True)
+    compact_lm_head(trainer.model, temperature=trainer.temperature, entropy_grad=True)
     return trainer, tokenizer
 
 

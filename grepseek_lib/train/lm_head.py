@@ -46,9 +46,10 @@ def _scored(hidden: Any, labels: Any, head: Any, temperature: float, entropy_gra
 def compact_lm_head(model: Any, temperature: float = 1.0, entropy_grad: bool = False) -> bool:
     """Route `model(..., fused_lm_head=True)` through the labelled-positions-only head; True when installed.
 
-    `model` is the one trl patched (the base model under PEFT). Left alone on CUDA (trl's Triton kernels already
-    score labelled positions only) and for models with scaled or capped logits.
+    `model` is the trainer's model; under PEFT the base model is patched, as trl patches it. Left alone on CUDA
+    (trl's Triton kernels already score labelled positions only) and for models with scaled or capped logits.
     """
+    model = model.get_base_model() if hasattr(model, "get_base_model") else model
     if model.device.type != "cpu" or not _plain_logits(model.config):
         return False
     trl_forward = model.forward

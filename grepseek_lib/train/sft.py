@@ -130,7 +130,7 @@ def build_trainer(rows: Iterable[dict], model_name: str, out: Path, settings: SF
         callbacks=[metrics_logger(Path(out) / METRICS_FILE)],
     )
     if compact_head:
-        compact_lm_head(trainer.model.get_base_model() if lora else trainer.model)
+        compact_lm_head(trainer.model)
     return trainer, tokenizer
 
 
