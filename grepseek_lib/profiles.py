@@ -33,10 +33,10 @@ _COMMON: dict[str, Any] = {
 }
 
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
-#: default is SmolLM2-135M aimed at about 45 minutes on an idle 2-core CPU with native bf16 (measured 53 min:
-#: SFT 14, GRPO 18.5, eval 19.6; issue #16 note): SFT on every trajectory the cold start accepts from the first
-#: 60 training questions of each split,
-#: GRPO long enough for a reward trend on 16 rollouts a side (6 steps of 2 probe-chosen questions x 4), and
+#: default is SmolLM2-135M aimed at 45 minutes on an idle 2-core CPU with native bf16 (docs/RESULTS.md has the
+#: measured stage times): SFT on every trajectory the cold start accepts from the first 60 training questions
+#: of each split, GRPO long enough for a reward trend on 16 rollouts a side (4 steps of 2 of 8 probe-chosen
+#: questions x 4), and
 #: 10 questions per benchmark for every system. Raise them through --params for a longer run, or use `full`.
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -69,12 +69,12 @@ PROFILES: dict[str, dict[str, Any]] = {
         "sft_max_steps": None,
         "sft_max_examples": None,
         "sft_max_length": 4096,
-        "grpo_steps": 6,
+        "grpo_steps": 4,
         "grpo_questions": 2,
         "grpo_generations": 4,
         "grpo_pool": 2,
         "grpo_max_completion": 1536,
-        "grpo_probe_candidates": 12,
+        "grpo_probe_candidates": 8,
         "eval_limit": 10,
         "max_new_tokens": 128,
         "max_tool_calls": config.MAX_TOOL_CALLS,

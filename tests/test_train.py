@@ -480,8 +480,10 @@ def test_grpo_lean_rollout_turns_sample_what_trls_generate_samples(world, tmp_pa
 def test_reward_trend_says_how_many_rollouts_each_side_stands_on():
     from grepseek_lib.train.grpo import reward_trend
 
-    steps = [{"reward": r, "n": 8} for r in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)]
+    steps = [{"reward": r, "n": 8} for r in (0.1, 0.2, 0.3, 0.4)]
     trend = reward_trend(steps)
     assert trend["trend_window"] == 2 and trend["rollouts_first"] == trend["rollouts_last"] == 16
-    assert trend["reward_first"] == pytest.approx(0.15) and trend["reward_last"] == pytest.approx(0.55)
+    assert trend["reward_first"] == pytest.approx(0.15) and trend["reward_last"] == pytest.approx(0.35)
+    odd = reward_trend([{"reward": r, "n": 8} for r in (0.1, 0.9, 0.3)])
+    assert odd["trend_window"] == 1 and odd["reward_first"] == pytest.approx(0.1) and odd["reward_last"] == 0.3
     assert reward_trend([]) == {}

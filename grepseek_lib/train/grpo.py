@@ -345,11 +345,11 @@ def merge_ranks(records: Sequence[dict]) -> dict:
 
 
 def reward_trend(steps: Sequence[dict], window: int | None = None) -> dict[str, float | int]:
-    """Mean reward over the first and the last `window` steps (default: a third of the run, at least 1), and
-    how many rollouts each mean stands on."""
+    """Mean reward over the first and the last `window` steps (default: each half of the run, at least 1;
+    an odd middle step is left out), and how many rollouts each mean stands on."""
     if not steps:
         return {}
-    window = window or max(1, len(steps) // 3)
+    window = window or max(1, len(steps) // 2)
     first, last = steps[:window], steps[-window:]
     return {"trend_window": window, "reward_first": sum(s["reward"] for s in first) / len(first),
             "reward_last": sum(s["reward"] for s in last) / len(last),
