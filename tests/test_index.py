@@ -47,6 +47,22 @@ def test_every_word_of_a_block_finds_the_block(indexed):
                 assert found is None or block in found.tolist(), literal
 
 
+def test_suffix_and_infix_lookups_find_every_word_a_scan_finds(indexed):
+    corpus, manifest = indexed
+    index = load_index(manifest.directory, corpus)
+    words = bytes(index.vocab).split(b"\n")[:-1]
+    assert len(index.suffixes) == len(bytes(index.vocab))
+    keys = {w[i:j] for w in words[::7] for i, j in ((0, 2), (1, 4), (len(w) - 3, len(w))) if w[i:j]}
+    for key in sorted(keys | {b"E", b"ZZZQ", words[0], words[-1]}):
+        for kind, holds in ((SUFFIX, bytes.endswith), (CONTAINS, bytes.__contains__)):
+            found = index.word_ids(Term(kind, key))
+            expected = [i for i, w in enumerate(words) if holds(w, key)]
+            if found is None:
+                assert len(expected) > 20_000
+            else:
+                assert list(found) == expected, (key, kind)
+
+
 def test_stale_index_is_refused_with_the_rebuild_command(indexed):
     corpus, manifest = indexed
     corpus.write_bytes(corpus.read_bytes())  # same bytes, new mtime: accepted (sha256)

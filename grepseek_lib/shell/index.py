@@ -2,13 +2,14 @@
 
 Files in the index folder: index.json (manifest: the corpus it was built from, as shard manifests
 record it, and the shape), blocks.npy (offset, length, first line, lines of each line-aligned block),
-vocab.bin (sorted folded words, one per line) with vocab_off.npy, postings.bin (ascending block ids
+vocab.bin (sorted folded words, one per line) with vocab_off.npy and vocab_sa.npy (its suffix array), postings.bin (ascending block ids
 per word, uint32) with post_start.npy / post_len.npy (where each word's ids are), fold.json (the case classes the words were folded with).
 Everything is memory-mapped: opening an index reads a few KB whatever the corpus size.
 
 A lookup only ever returns a superset of the blocks holding a matching line: a word is looked up
-whole (EXACT, PREFIX by binary search in the vocabulary) or by a scan of the vocabulary (SUFFIX,
-CONTAINS); a term matching too many words is dropped (every block stays a candidate).
+whole (EXACT, PREFIX by binary search in the vocabulary) or inside words (SUFFIX, CONTAINS by binary
+search in the vocabulary's suffix array); a term matching too many words is dropped (every block
+stays a candidate).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ MANIFEST = "index.json"
 BLOCKS = "blocks.npy"
 VOCAB = "vocab.bin"
 VOCAB_OFF = "vocab_off.npy"
+VOCAB_SA = "vocab_sa.npy"
 POSTINGS = "postings.bin"
 POST_START = "post_start.npy"
 POST_LEN = "post_len.npy"
 FOLD = "fold.json"
-VERSION = 1
+VERSION = 2
 #: A term matching more vocabulary words than this is not worth its union: it is dropped.
 MAX_TERM_WORDS = 20_000
 #: Candidates this small are read rather than narrowed further by a vocabulary scan.
@@ -123,6 +125,7 @@ class WordIndex:
         self.post_start = np.load(d / POST_START, mmap_mode="r")
         self.post_len = np.load(d / POST_LEN, mmap_mode="r")
         self.vocab = _map(d / VOCAB)
+        self.suffixes = np.load(d / VOCAB_SA, mmap_mode="r")
         postings = d / POSTINGS
         self.postings = (np.memmap(postings, dtype=np.uint32, mode="r") if postings.stat().st_size
                          else np.zeros(0, np.uint32))
@@ -151,17 +154,30 @@ class WordIndex:
                 return range(lo, lo + 1) if lo < self.nwords and self._word(lo) == key else range(0)
             hi = self._lower_bound(key[:-1] + bytes([key[-1] + 1]))
             return range(lo, hi) if hi - lo <= MAX_TERM_WORDS else None
-        needle = key + b"\n" if term.kind == SUFFIX else key
         assert term.kind in (SUFFIX, CONTAINS)
-        hits: list[int] = []
-        pos = self.vocab.find(needle)
-        while pos >= 0:
-            hits.append(pos)
-            if len(hits) > MAX_TERM_WORDS:
-                return None
-            pos = self.vocab.find(needle, pos + len(needle))
-        ids = np.searchsorted(self.vocab_off, np.asarray(hits, dtype=np.uint64), side="right") - 1
-        return np.unique(ids)
+        lo, hi = self._suffix_range(key + b"\n" if term.kind == SUFFIX else key)
+        if hi - lo > MAX_TERM_WORDS:
+            return None
+        hits = np.asarray(self.suffixes[lo:hi], dtype=np.uint64)
+        return np.unique(np.searchsorted(self.vocab_off, hits, side="right") - 1)
+
+    def _suffix_range(self, needle: bytes) -> tuple[int, int]:
+        """The suffix-array slice of every occurrence of `needle` in the vocabulary text (each word ends
+        in a newline, which no key holds, so an occurrence never spans two words)."""
+        n, size = len(needle), len(self.suffixes)
+        bounds = []
+        for upper in (False, True):
+            lo, hi = 0, size
+            while lo < hi:
+                mid = (lo + hi) // 2
+                start = int(self.suffixes[mid])
+                head = self.vocab[start:start + n]
+                if head < needle or (upper and head == needle):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            bounds.append(lo)
+        return bounds[0], bounds[1]
 
     def _posting(self, i: int) -> np.ndarray:
         start = int(self.post_start[i])

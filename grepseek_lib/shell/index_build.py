@@ -164,6 +164,7 @@ class _Pairs:
         offsets = np.zeros(len(vocab) + 1, dtype=np.uint64)
         np.cumsum([len(w) + 1 for w in vocab], out=offsets[1:])
         np.save(out / idx.VOCAB_OFF, offsets)
+        _write_suffix_array(b"".join(word + b"\n" for word in vocab), out / idx.VOCAB_SA)
         del vocab
         with open(out / idx.POSTINGS, "wb") as post:
             for b in range(BUCKETS):
@@ -186,6 +187,14 @@ class _Pairs:
         np.save(out / idx.POST_START, starts)
         np.save(out / idx.POST_LEN, lengths)
         return len(starts), written
+
+
+def _write_suffix_array(text: bytes, path: Path) -> None:
+    """The sorted suffixes of the vocabulary text: suffix and infix lookups by binary search, not a scan."""
+    import pydivsufsort  # deferred: only a build needs it
+
+    suffixes = pydivsufsort.divsufsort(np.frombuffer(bytearray(text), dtype=np.uint8)) if text else np.zeros(0)
+    np.save(path, np.asarray(suffixes, dtype=np.int32 if len(text) < 2**31 else np.int64))
 
 
 def build_index(corpus: str | Path, out: str | Path, block_bytes: int = BLOCK_BYTES) -> idx.IndexManifest:
