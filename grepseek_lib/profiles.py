@@ -33,8 +33,8 @@ _COMMON: dict[str, Any] = {
 }
 
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
-#: default is SmolLM2-135M aimed at 45 minutes on an idle 2-core CPU with native bf16 (docs/RESULTS.md has the
-#: measured stage times): SFT on every trajectory the cold start accepts from the first 60 training questions
+#: default is SmolLM2-135M aimed at 45 minutes on an idle 2-core CPU with native bf16 (measured 59 min on
+#: 2026-12-02, stage times in docs/RESULTS.md): SFT on every trajectory the cold start accepts from the first 60 training questions
 #: of each split, GRPO long enough for a reward trend on 16 rollouts a side (4 steps of 2 of 8 probe-chosen
 #: questions x 4), and
 #: 10 questions per benchmark for every system. Raise them through --params for a longer run, or use `full`.

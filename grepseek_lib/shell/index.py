@@ -2,8 +2,9 @@
 
 Files in the index folder: index.json (manifest: the corpus it was built from, as shard manifests
 record it, and the shape), blocks.npy (offset, length, first line, lines of each line-aligned block),
-vocab.bin (sorted folded words, one per line) with vocab_off.npy and vocab_sa.npy (its suffix array), postings.bin (ascending block ids
-per word, uint32) with post_start.npy / post_len.npy (where each word's ids are), fold.json (the case classes the words were folded with).
+vocab.bin (sorted folded words, one per line) with vocab_off.npy and vocab_sa.npy (its suffix array),
+postings.bin (ascending block ids per word, uint32) with post_start.npy / post_len.npy (where each
+word's ids are), fold.json (the case classes the words were folded with).
 Everything is memory-mapped: opening an index reads a few KB whatever the corpus size.
 
 A lookup only ever returns a superset of the blocks holding a matching line: a word is looked up
@@ -14,6 +15,7 @@ stays a candidate).
 
 from __future__ import annotations
 
+import bisect
 import json
 import mmap
 import os
@@ -38,7 +40,8 @@ FOLD = "fold.json"
 VERSION = 2
 #: A term matching more vocabulary words than this is not worth its union: it is dropped.
 MAX_TERM_WORDS = 20_000
-#: Candidates this small are read rather than narrowed further by a vocabulary scan.
+#: Candidates this small are read rather than narrowed further by a suffix or infix term (sized when
+#: such a term cost a vocabulary scan; with the suffix array its cost is mostly the posting union).
 SCAN_SKIP_BYTES = 8 << 20
 
 
@@ -136,14 +139,7 @@ class WordIndex:
         return self.vocab[int(self.vocab_off[i]):int(self.vocab_off[i + 1]) - 1]
 
     def _lower_bound(self, key: bytes) -> int:
-        lo, hi = 0, self.nwords
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._word(mid) < key:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return bisect.bisect_left(range(self.nwords), key, key=self._word)
 
     def word_ids(self, term: Term) -> range | np.ndarray | None:
         """Ids of the vocabulary words that may hold `term`; None when there are too many to be useful."""
@@ -164,20 +160,12 @@ class WordIndex:
     def _suffix_range(self, needle: bytes) -> tuple[int, int]:
         """The suffix-array slice of every occurrence of `needle` in the vocabulary text (each word ends
         in a newline, which no key holds, so an occurrence never spans two words)."""
-        n, size = len(needle), len(self.suffixes)
-        bounds = []
-        for upper in (False, True):
-            lo, hi = 0, size
-            while lo < hi:
-                mid = (lo + hi) // 2
-                start = int(self.suffixes[mid])
-                head = self.vocab[start:start + n]
-                if head < needle or (upper and head == needle):
-                    lo = mid + 1
-                else:
-                    hi = mid
-            bounds.append(lo)
-        return bounds[0], bounds[1]
+        def head(rank: int) -> bytes:
+            start = int(self.suffixes[rank])
+            return self.vocab[start:start + len(needle)]
+
+        ranks = range(len(self.suffixes))
+        return bisect.bisect_left(ranks, needle, key=head), bisect.bisect_right(ranks, needle, key=head)
 
     def _posting(self, i: int) -> np.ndarray:
         start = int(self.post_start[i])
@@ -222,8 +210,8 @@ class WordIndex:
         """Blocks that may hold a line matching any alternative (all terms of one); None: every block.
 
         Whole-word and prefix terms are looked up first; once the candidates of an alternative are
-        down to SCAN_SKIP_BYTES, its vocabulary scans are skipped (they could only remove blocks, and
-        scanning the vocabulary costs more than reading that much).
+        down to SCAN_SKIP_BYTES, its suffix and infix terms are skipped (they could only remove blocks,
+        and the union of the postings of every word holding them can cost more than reading that much).
         """
         found: list[np.ndarray] = []
         for terms in alternatives:

@@ -159,13 +159,14 @@ class _Pairs:
         starts = np.zeros(len(vocab), dtype=np.uint64)
         lengths = np.zeros(len(vocab), dtype=np.uint32)
         written = 0
-        with open(out / idx.VOCAB, "wb") as handle:
-            handle.writelines(word + b"\n" for word in vocab)
+        text = bytearray(b"".join(word + b"\n" for word in vocab))
+        (out / idx.VOCAB).write_bytes(text)
         offsets = np.zeros(len(vocab) + 1, dtype=np.uint64)
         np.cumsum([len(w) + 1 for w in vocab], out=offsets[1:])
         np.save(out / idx.VOCAB_OFF, offsets)
-        _write_suffix_array(b"".join(word + b"\n" for word in vocab), out / idx.VOCAB_SA)
         del vocab
+        _write_suffix_array(text, out / idx.VOCAB_SA)
+        del text
         with open(out / idx.POSTINGS, "wb") as post:
             for b in range(BUCKETS):
                 path = self.folder / f"bucket-{b:02d}.bin"
@@ -189,11 +190,12 @@ class _Pairs:
         return len(starts), written
 
 
-def _write_suffix_array(text: bytes, path: Path) -> None:
-    """The sorted suffixes of the vocabulary text: suffix and infix lookups by binary search, not a scan."""
+def _write_suffix_array(text: bytearray, path: Path) -> None:
+    """The sorted suffixes of the vocabulary text: suffix and infix lookups by binary search, not a scan
+    (a bytearray: pydivsufsort takes only writable buffers)."""
     import pydivsufsort  # deferred: only a build needs it
 
-    suffixes = pydivsufsort.divsufsort(np.frombuffer(bytearray(text), dtype=np.uint8)) if text else np.zeros(0)
+    suffixes = pydivsufsort.divsufsort(np.frombuffer(text, dtype=np.uint8)) if text else np.zeros(0)
     np.save(path, np.asarray(suffixes, dtype=np.int32 if len(text) < 2**31 else np.int64))
 
 
