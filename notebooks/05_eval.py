@@ -29,7 +29,7 @@ bm25_k = 3
 max_new_tokens = 128
 max_tool_calls = 5
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
-batch_size = 8
+batch_size = 24  # episodes decoded together (hf backend); evenly split batches
 
 # %%
 from grepseek_lib import notebook, runfolder

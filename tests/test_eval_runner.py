@@ -19,6 +19,7 @@ from grepseek_lib.eval.runner import (
     TABLE_MD,
     TRAJECTORIES,
     evaluate,
+    even_batches,
     read_records,
 )
 from grepseek_lib.shell.tool import ShellTool
@@ -179,3 +180,14 @@ def test_ask_saves_its_episode_for_the_inspector(setup, tmp_path, capsys):
     assert len(episodes.episodes) == 2 and set(episodes.episodes["system"]) == {"ask"}
     assert episodes.episodes["episode"].nunique() == 2
     assert main([*args[:-1], str(tmp_path)]) == 2 and "--save" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("n", "size", "expected"), [
+    (70, 24, [24, 24, 22]), (70, 32, [24, 24, 22]), (70, 8, [8] * 8 + [6]), (65, 32, [22, 22, 21]), (5, 8, [5]),
+    (1, 1, [1]), (0, 8, []), (9, 0, [1] * 9)])
+def test_even_batches_are_the_fewest_of_at_most_batch_size_and_keep_the_order(n, size, expected):
+    batches = even_batches(range(n), size)
+    assert [len(b) for b in batches] == expected
+    assert [i for b in batches for i in b] == list(range(n))
+    assert all(len(b) <= max(1, size) for b in batches)
+    assert len(batches) == -(-n // max(1, size))

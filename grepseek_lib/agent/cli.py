@@ -101,8 +101,12 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def print_turn(traj, turn, out=sys.stdout) -> None:
-    """One step, readably: reasoning, the command and a clipped view of its output (or the error)."""
+def print_turn(traj, turn, out=None) -> None:
+    """One step, readably: reasoning, the command and a clipped view of its output (or the error).
+
+    `out` defaults to the sys.stdout of the call, not of the import (a redirected or captured stdout).
+    """
+    out = sys.stdout if out is None else out
     step = len(traj.turns)
     action = turn.action
     print(f"[{step}] ({turn.completion_tokens} tokens, {turn.llm_s:.1f} s)", file=out)

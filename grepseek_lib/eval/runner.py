@@ -7,6 +7,7 @@ at once, and a rerun with the same `out_dir` skips the (benchmark, id) pairs alr
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -177,12 +178,11 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
     if pending:
         if tool is None:
             corpus, shards = resolve_corpus(corpus, shards)  # fail on a bad path before loading a model
-        backend = backend or _make_backend(backend_kind, model, backend_kwargs)
+        backend = backend or _make_backend(backend_kind, model, backend_kwargs, batch_size)
         tool = tool or open_tool(corpus, shards, timeout=timeout, max_obs_tokens=max_obs_tokens,
                                  tokenizer=getattr(backend, "tokenizer", None))
         bar = progress_bar(total=len(pending), desc="eval", unit="q", disable=not progress)
-        for start in range(0, len(pending), max(1, batch_size)):
-            batch = pending[start:start + max(1, batch_size)]
+        for batch in even_batches(pending, batch_size):
             began = time.perf_counter()
             trajs = run_batch([q for _, q in batch], backend, tool, max_tool_calls=max_tool_calls,
                               max_new_tokens=max_new_tokens, max_context_tokens=max_context_tokens,
@@ -200,5 +200,19 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
     return write_tables(out_dir)
 
 
-def _make_backend(kind: str, model: str, backend_kwargs: dict | None):
-    return make_backend(kind, model, **(backend_kwargs or {}))
+def even_batches(items: Sequence, batch_size: int) -> list[list]:
+    """`items` in the fewest batches of at most `batch_size`, sized evenly: episodes run in lockstep, so a
+    last batch of 6 after two of 32 would cost nearly a full batch's turns for a few questions."""
+    items, batch_size = list(items), max(1, int(batch_size))
+    if not items:
+        return []
+    size = math.ceil(len(items) / math.ceil(len(items) / batch_size))
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
+def _make_backend(kind: str, model: str, backend_kwargs: dict | None, batch_size: int):
+    """The transformers backend decodes a batch's episodes together, not in chunks of its own default."""
+    kwargs = dict(backend_kwargs or {})
+    if kind == "hf":
+        kwargs.setdefault("batch_size", batch_size)
+    return make_backend(kind, model, **kwargs)
