@@ -191,3 +191,14 @@ def test_even_batches_are_the_fewest_of_at_most_batch_size_and_keep_the_order(n,
     assert [i for b in batches for i in b] == list(range(n))
     assert all(len(b) <= max(1, size) for b in batches)
     assert len(batches) == -(-n // max(1, size))
+
+
+def test_the_hf_backend_is_built_to_decode_a_whole_eval_batch(monkeypatch):
+    from grepseek_lib.eval import runner
+
+    built = []
+    monkeypatch.setattr(runner, "make_backend", lambda kind, model, **kw: built.append((kind, kw)))
+    runner._make_backend("hf", "smollm2", None, 24)
+    runner._make_backend("hf", "smollm2", {"batch_size": 4}, 24)  # an explicit backend option wins
+    runner._make_backend("openai", "m", {"base_url": "http://x"}, 24)
+    assert built == [("hf", {"batch_size": 24}), ("hf", {"batch_size": 4}), ("openai", {"base_url": "http://x"})]
