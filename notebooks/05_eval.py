@@ -29,11 +29,10 @@ bm25_k = 3
 max_new_tokens = 128
 max_tool_calls = 5
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
-batch_size = 24  # episodes decoded together (hf backend); evenly split batches
+batch_size = 24  # episodes decoded together (hf) or requested at once (openai); evenly split batches
 
 # %%
 from grepseek_lib import notebook, runfolder
-from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.eval import bm25, compare, losses, plots
 from grepseek_lib.eval.runner import evaluate
 from grepseek_lib.inspector import filters, load, report
@@ -65,7 +64,8 @@ for system, policy in agents.items():
 
 # %%
 bm25.evaluate_baseline(model, benchmarks, eval_limit, eval_dir / "bm25", corpus=corpus,
-                       benchmarks_dir=data_dir / "benchmarks", k=bm25_k, backend=make_backend(kind, model, **options))
+                       benchmarks_dir=data_dir / "benchmarks", k=bm25_k, backend_kind=kind, batch_size=batch_size,
+                       backend_kwargs=options)
 
 # %% [markdown]
 # ## One table, the same questions for every system

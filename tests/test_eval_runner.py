@@ -10,6 +10,7 @@ import pytest
 
 from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.backends import Generation
+from grepseek_lib.agent.loop import even_batches
 from grepseek_lib.cli import main
 from grepseek_lib.data.formats import corpus_line
 from grepseek_lib.eval.runner import (
@@ -19,7 +20,6 @@ from grepseek_lib.eval.runner import (
     TABLE_MD,
     TRAJECTORIES,
     evaluate,
-    even_batches,
     read_records,
 )
 from grepseek_lib.shell.tool import ShellTool
@@ -193,12 +193,38 @@ def test_even_batches_are_the_fewest_of_at_most_batch_size_and_keep_the_order(n,
     assert len(batches) == -(-n // max(1, size))
 
 
-def test_the_hf_backend_is_built_to_decode_a_whole_eval_batch(monkeypatch):
-    from grepseek_lib.eval import runner
+def test_a_batch_backend_takes_the_whole_batch_and_an_explicit_option_wins(monkeypatch):
+    from grepseek_lib.agent import backends
 
     built = []
-    monkeypatch.setattr(runner, "make_backend", lambda kind, model, **kw: built.append((kind, kw)))
-    runner._make_backend("hf", "smollm2", None, 24)
-    runner._make_backend("hf", "smollm2", {"batch_size": 4}, 24)  # an explicit backend option wins
-    runner._make_backend("openai", "m", {"base_url": "http://x"}, 24)
-    assert built == [("hf", {"batch_size": 24}), ("hf", {"batch_size": 4}), ("openai", {"base_url": "http://x"})]
+    monkeypatch.setattr(backends, "make_backend", lambda kind, model, **kw: built.append((kind, kw)))
+    backends.make_batch_backend("hf", "smollm2", 24)
+    backends.make_batch_backend("hf", "smollm2", 24, {"batch_size": 4})
+    backends.make_batch_backend("openai", "m", 24, {"base_url": "http://x"})
+    backends.make_batch_backend("vllm", "m", 24, {"constrain": False})
+    assert built == [("hf", {"batch_size": 24}), ("hf", {"batch_size": 4}),
+                     ("openai", {"concurrency": 24, "base_url": "http://x"}), ("vllm", {"constrain": False})]
+
+
+class _Built(Exception):
+    """Stops an evaluation once it has asked for its backend."""
+
+
+def _stop_at_backend(kind, model, batch_size, options=None):
+    raise _Built(kind, model, batch_size, options)
+
+
+def test_eval_and_the_bm25_baseline_build_their_backend_for_their_batch(setup, monkeypatch, tmp_path):
+    from grepseek_lib.eval import bm25, runner
+
+    bench_dir, tool, out = setup
+    monkeypatch.setattr(runner, "make_batch_backend", _stop_at_backend)
+    monkeypatch.setattr(bm25, "make_batch_backend", _stop_at_backend)
+    with pytest.raises(_Built) as agent:
+        evaluate("m", "hf", ["nq"], None, out, tool=tool, benchmarks_dir=bench_dir, batch_size=24,
+                 backend_kwargs={"constrain": True}, progress=False)
+    with pytest.raises(_Built) as baseline:
+        bm25.evaluate_baseline("m", ["nq"], None, tmp_path / "bm25", corpus=tool.corpus, benchmarks_dir=bench_dir,
+                               backend_kind="openai", batch_size=12)
+    assert agent.value.args == ("hf", "m", 24, {"constrain": True})
+    assert baseline.value.args == ("openai", "m", 12, None)

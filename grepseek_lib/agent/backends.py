@@ -21,7 +21,7 @@ from grepseek_lib.errors import UserError
 
 #: Re-exported: callers import the backend types and helpers from here.
 __all__ = ["BACKENDS", "DEFAULT_STOPS", "Backend", "Generation", "HFBackend", "OpenAIBackend", "VLLMBackend",
-           "cut_at_stop", "make_backend", "restore_stop"]
+           "batch_options", "cut_at_stop", "make_backend", "make_batch_backend", "restore_stop"]
 
 
 class OpenAIBackend:
@@ -226,6 +226,22 @@ def _local_tokenizer(model: str) -> Any:
 
 
 BACKENDS = {"hf": HFBackend, "openai": OpenAIBackend, "vllm": VLLMBackend}
+
+
+#: The constructor keyword through which a backend takes many conversations at once (vllm takes any batch).
+_BATCH_KEYWORD = {"hf": "batch_size", "openai": "concurrency"}
+
+
+def batch_options(kind: str, batch_size: int) -> dict[str, int]:
+    """The keyword that makes backend `kind` decode (hf) or request (openai) a caller's batch together, not in
+    chunks of its own default: lockstep episodes wait for the slowest chunk."""
+    key = _BATCH_KEYWORD.get(kind)
+    return {key: max(1, int(batch_size))} if key else {}
+
+
+def make_batch_backend(kind: str, model: str | None, batch_size: int, options: dict | None = None) -> Backend:
+    """`make_backend` sized for batches of `batch_size`; an explicit option in `options` wins."""
+    return make_backend(kind, model, **{**batch_options(kind, batch_size), **(options or {})})
 
 
 def make_backend(kind: str, model: str | None = None, **kw: Any) -> Backend:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from grepseek_lib import config
-from grepseek_lib.agent.backends import make_backend
+from grepseek_lib.agent.backends import batch_options, make_backend
 from grepseek_lib.agent.loop import run_episode
 from grepseek_lib.agent.trajectory import append_jsonl
 from grepseek_lib.checks import model_name, non_negative, positive, writable_file
@@ -68,14 +68,14 @@ def register(subparsers) -> None:
 
 def backend_kwargs(args) -> dict:
     """Constructor keywords of the chosen backend (the URL and key only mean something over HTTP)."""
-    batch = max(1, getattr(args, "batch_size", 1))
-    constrain = {"constrain": bool(getattr(args, "constrained", False))}
+    sized = {**batch_options(args.backend, getattr(args, "batch_size", 1)),
+             "constrain": bool(getattr(args, "constrained", False))}
     if args.backend == "openai":
         given = (("base_url", args.base_url), ("api_key", args.api_key))
-        return {"concurrency": batch, **constrain, **{k: v for k, v in given if v is not None}}
+        return {**sized, **{k: v for k, v in given if v is not None}}
     if args.base_url or args.api_key:
         raise UserError("--base-url / --api-key need --backend openai")
-    return {"batch_size": batch, **constrain} if args.backend == "hf" else constrain
+    return sized
 
 
 def check_agent_args(args) -> None:

@@ -11,6 +11,7 @@ next prompt would not fit `max_context_tokens` ends. Stop reasons: answer, forma
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -189,3 +190,13 @@ def _next_prompt_tokens(ep: _Episode, turn: Turn, count_tokens: Callable[[str], 
 def run_episode(question, backend, tool, **kwargs) -> Trajectory:
     """One episode (a question string or a benchmark record); see `run_batch` for the options."""
     return run_batch([question], backend, tool, **kwargs)[0]
+
+
+def even_batches(items: Sequence, batch_size: int) -> list[list]:
+    """`items` in the fewest batches of at most `batch_size`, sized evenly: episodes run in lockstep, so a
+    last batch of 6 after two of 32 would cost nearly a full batch's turns for a few questions."""
+    items, batch_size = list(items), max(1, int(batch_size))
+    if not items:
+        return []
+    size = math.ceil(len(items) / math.ceil(len(items) / batch_size))
+    return [items[start:start + size] for start in range(0, len(items), size)]

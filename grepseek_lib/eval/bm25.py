@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib.agent.actions import parse_action
-from grepseek_lib.agent.backends import make_backend
+from grepseek_lib.agent.backends import make_batch_backend
 from grepseek_lib.agent.evidence import answer_in
+from grepseek_lib.agent.loop import even_batches
 from grepseek_lib.eval.bm25_index import DEFAULT_TOP_K, Bm25Index, Passage, load_or_build_index, retrieve
 from grepseek_lib.eval.runner import RECORDS, plan_questions, write_tables
 from grepseek_lib.metrics import exact_match, f1
@@ -71,8 +72,7 @@ def evaluate_bm25(
 
     records = list(records)
     rows = []
-    for start in progress_bar(range(0, len(records), batch_size), desc="bm25 read", unit="batch"):
-        batch = records[start : start + batch_size]
+    for batch in progress_bar(even_batches(records, batch_size), desc="bm25 read", unit="batch"):
         hits = retrieve(index, [r["question"] for r in batch], k=k)
         began = time.perf_counter()
         generations = backend.generate(
@@ -127,7 +127,7 @@ def evaluate_baseline(
     records = [{**q, "benchmark": name} for name, q in plan_questions(benchmarks, limit, benchmarks_dir)]
     index = load_or_build_index(Path(corpus))
     if backend is None:
-        backend = make_backend(backend_kind, model, **(backend_kwargs or {}))
+        backend = make_batch_backend(backend_kind, model, batch_size, backend_kwargs)
     rows = evaluate_bm25(records, backend, index, k=k, batch_size=batch_size, max_new_tokens=max_new_tokens)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -7,15 +7,19 @@ at once, and a rerun with the same `out_dir` skips the (benchmark, id) pairs alr
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from grepseek_lib import config
-from grepseek_lib.agent.backends import make_backend
+from grepseek_lib.agent.backends import make_batch_backend
 from grepseek_lib.agent.evidence import trajectory_report
-from grepseek_lib.agent.loop import DEFAULT_MAX_CONTEXT_TOKENS, DEFAULT_MAX_NEW_TOKENS, run_batch
+from grepseek_lib.agent.loop import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
+    DEFAULT_MAX_NEW_TOKENS,
+    even_batches,
+    run_batch,
+)
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl
 from grepseek_lib.data.formats import benchmark_path, load_benchmark
 from grepseek_lib.data.importer import FLASHRAG_FILES
@@ -178,7 +182,7 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
     if pending:
         if tool is None:
             corpus, shards = resolve_corpus(corpus, shards)  # fail on a bad path before loading a model
-        backend = backend or _make_backend(backend_kind, model, backend_kwargs, batch_size)
+        backend = backend or make_batch_backend(backend_kind, model, batch_size, backend_kwargs)
         tool = tool or open_tool(corpus, shards, timeout=timeout, max_obs_tokens=max_obs_tokens,
                                  tokenizer=getattr(backend, "tokenizer", None))
         bar = progress_bar(total=len(pending), desc="eval", unit="q", disable=not progress)
@@ -200,19 +204,3 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
     return write_tables(out_dir)
 
 
-def even_batches(items: Sequence, batch_size: int) -> list[list]:
-    """`items` in the fewest batches of at most `batch_size`, sized evenly: episodes run in lockstep, so a
-    last batch of 6 after two of 32 would cost nearly a full batch's turns for a few questions."""
-    items, batch_size = list(items), max(1, int(batch_size))
-    if not items:
-        return []
-    size = math.ceil(len(items) / math.ceil(len(items) / batch_size))
-    return [items[start:start + size] for start in range(0, len(items), size)]
-
-
-def _make_backend(kind: str, model: str, backend_kwargs: dict | None, batch_size: int):
-    """The transformers backend decodes a batch's episodes together, not in chunks of its own default."""
-    kwargs = dict(backend_kwargs or {})
-    if kind == "hf":
-        kwargs.setdefault("batch_size", batch_size)
-    return make_backend(kind, model, **kwargs)

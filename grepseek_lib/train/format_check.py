@@ -15,7 +15,7 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.agent.backends import HFBackend
 from grepseek_lib.agent.evidence import summarize_search, trajectory_report
-from grepseek_lib.agent.loop import episode_progress, run_batch
+from grepseek_lib.agent.loop import episode_progress, even_batches, run_batch
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl, load_jsonl
 from grepseek_lib.data.formats import load_benchmark
 from grepseek_lib.errors import UserError
@@ -81,9 +81,9 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
         backend = HFBackend(model, batch_size=batch_size)
         tool = open_tool(corpus, shards, tokenizer=backend.tokenizer)
         with episode_progress(len(todo), "format-check") as on_turn:
-            for first in range(0, len(todo), batch_size):
-                done = run_batch(todo[first:first + batch_size], backend, tool, max_new_tokens=max_new_tokens,
-                                 temperature=0.0, on_turn=on_turn)
+            for batch in even_batches(todo, batch_size):
+                done = run_batch(batch, backend, tool, max_new_tokens=max_new_tokens, temperature=0.0,
+                                 on_turn=on_turn)
                 if out is not None:
                     append_jsonl(done, out / EPISODES_FILE)
                 finished.update({t.id: t for t in done})
