@@ -35,8 +35,8 @@ _COMMON: dict[str, Any] = {
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
 #: default is SmolLM2-135M aimed at 45 minutes on an idle 2-core CPU with native bf16 (measured 59 min on
 #: 2026-12-02, stage times in docs/RESULTS.md): SFT on every trajectory the cold start accepts from the first 60 training questions
-#: of each split, GRPO long enough for a reward trend on 16 rollouts a side (4 steps of 2 of 8 probe-chosen
-#: questions x 4), and
+#: of each split, GRPO long enough for a reward trend on 16 rollouts a side (4 steps of 2 questions x 4, chosen by
+#: probing up to 16), and
 #: 10 questions per benchmark for every system. Raise them through --params for a longer run, or use `full`.
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -74,7 +74,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "grpo_generations": 4,
         "grpo_pool": 2,
         "grpo_max_completion": 1536,
-        "grpo_probe_candidates": 8,
+        #: probed 8 at a time until 2 split (train.grpo.PROBE_ROUND): on 2026-12-03 the first 8 all scored 0
+        #: twice, and 4 steps on 2 such questions taught the one lucky title lookup: repeats 3% -> 51%.
+        "grpo_probe_candidates": 16,
         "eval_limit": 10,
         #: 70 questions in 3 lockstep batches of ~24 (32 first turns decoded 1.2-1.3x faster than in batches of
         #: 8: scripts/eval_batch_sizes.py).

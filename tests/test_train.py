@@ -280,6 +280,25 @@ def test_grpo_probe_chooses_and_a_resume_keeps_the_questions(world, tmp_path, mo
     assert len(seen) == 2 and "probing again" in said.out and "probe: 100%" in said.err  # the probe's bar
 
 
+@pytest.mark.parametrize(("splitting", "rounds"), [({2, 5}, 1), ({2, 11}, 2), ({12}, 3), (set(), 3)])
+def test_the_probe_goes_on_in_rounds_until_enough_questions_split(monkeypatch, capsys, splitting, rounds):
+    from grepseek_lib.train import grpo
+
+    seen = []
+
+    def fake_probe(policy, questions, settings, **kw):
+        seen.append([q["id"] for q in questions])
+        return [{**q, "probe_rewards": [0.0, 0.5] if q["id"] in splitting else [0.0, 0.0]} for q in questions]
+
+    monkeypatch.setattr(grpo, "probe_questions", fake_probe)
+    candidates = [{"id": k} for k in range(20)]
+    probed = grpo.probe_in_rounds("policy", candidates, _grpo_settings(), 2)
+    assert len(seen) == rounds and [len(r) for r in seen] == [8, 8, 4][:rounds]
+    assert [q["id"] for q in probed] == list(range(len(probed)))
+    assert [q["id"] for q in grpo.informative_questions(probed, 2)][:len(splitting)] == sorted(splitting)
+    assert f"{len(splitting)} of {len(probed)} questions have differing rewards" in capsys.readouterr().out
+
+
 def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
     from collections import defaultdict
 

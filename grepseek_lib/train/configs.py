@@ -79,8 +79,9 @@ class GRPOSettings(RunSettings):
     #: Rollouts scored per forward/backward micro-batch; questions_per_step * G must be a multiple of it.
     per_device_train_batch_size: int = 8
     max_questions: int | None = None
-    #: Before training, sample `probe_samples` agent episodes of the starting policy on this many candidate
-    #: questions and train on the `max_questions` whose rewards differ (0: no probe, the first ones).
+    #: Before training, sample `probe_samples` agent episodes of the starting policy on up to this many
+    #: candidate questions (grpo.PROBE_ROUND at a time, until `max_questions` have differing rewards) and
+    #: train on the `max_questions` whose rewards differ most (0: no probe, the first ones).
     #: A group whose rollouts all get the same reward has zero advantage and teaches nothing.
     probe_candidates: int = 0
     probe_samples: int = 2

@@ -74,6 +74,10 @@ def load_questions(splits: Sequence[str], benchmarks_dir: Path, *, limit: int | 
 
 
 QUESTIONS_FILE = "questions.json"
+#: Candidates are probed this many at a time (one lockstep batch of PROBE_ROUND x probe_samples episodes);
+#: probing stops after the round that brings `max_questions` with differing rewards, so a policy that some
+#: questions already split costs one round, and one that none split yet gets more candidates.
+PROBE_ROUND = 8
 
 
 def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], settings: GRPOSettings, *,
@@ -107,6 +111,24 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
     return probed
 
 
+def _split(question: dict) -> bool:
+    rewards = question["probe_rewards"]
+    return max(rewards) > min(rewards)
+
+
+def probe_in_rounds(policy: str | tuple[Any, Any], candidates: Sequence[dict], settings: GRPOSettings, want: int,
+                    **where: Any) -> list[dict]:
+    """`probe_questions` over PROBE_ROUND candidates at a time, until `want` of them have differing rewards
+    (a group whose rollouts all score alike has zero advantage) or the candidates run out."""
+    probed: list[dict] = []
+    for start in range(0, len(candidates), PROBE_ROUND):
+        probed += probe_questions(policy, candidates[start:start + PROBE_ROUND], settings, **where)
+        if sum(map(_split, probed)) >= want:
+            break
+    print(f"grepseek: probe: {sum(map(_split, probed))} of {len(probed)} questions have differing rewards")
+    return probed
+
+
 def informative_questions(probed: Sequence[dict], k: int) -> list[dict]:
     """The k questions most worth a GRPO group: differing probe rewards first (widest spread), then any
     reward at all, then the rest in their original order."""
@@ -130,10 +152,11 @@ def choose_questions(policy: str | tuple[Any, Any], out: Path, settings: GRPOSet
               "run may train on other questions than its checkpoint did")
     pool = load_questions(settings.train_splits, benchmarks_dir or config.benchmarks_dir(), seed=settings.seed)
     if settings.probe_candidates > 0:
-        candidates = pool[:settings.probe_candidates]
-        print(f"grepseek: probing {len(candidates)} questions x {settings.probe_samples} episodes of the policy")
-        chosen = informative_questions(probe_questions(policy, candidates, settings, corpus=corpus, shards=shards),
-                                       settings.max_questions or len(candidates))
+        candidates, want = pool[:settings.probe_candidates], settings.max_questions or settings.probe_candidates
+        print(f"grepseek: probing up to {len(candidates)} questions x {settings.probe_samples} episodes of the "
+              f"policy, {PROBE_ROUND} at a time")
+        probed = probe_in_rounds(policy, candidates, settings, want, corpus=corpus, shards=shards)
+        chosen = informative_questions(probed, want)
     else:
         chosen = pool[:settings.max_questions] if settings.max_questions else pool
     saved.parent.mkdir(parents=True, exist_ok=True)
