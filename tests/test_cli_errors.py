@@ -106,6 +106,8 @@ CASES = [
     ("train grpo --model tiny --out {out} --probe-candidates=-1", "--probe-candidates"),
     ("train format-check --model tiny --limit 0", "--limit"),
     ("train format-check --model tiny --benchmarks ,", "--benchmarks"),
+    ("train format-check --model tiny --max-obs-tokens 0", "--max-obs-tokens"),
+    ("train format-check --model tiny --max-new-tokens=-1", "--max-new-tokens"),
     ("train format-check --model smolm2", "did you mean"),
     ("train format-check --model tiny --out /proc/grepseek", "cannot write"),
     ("coldstart --out /proc/grepseek", "cannot write"),

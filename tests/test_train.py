@@ -385,11 +385,14 @@ def test_search_habits_count_loops_and_spent_budgets():
 
 
 def test_format_check_runs_agent_episodes(world, tmp_path, capsys):
+    from grepseek_lib.agent.trajectory import load_jsonl
     from grepseek_lib.train.format_check import format_check
 
     result = format_check(world["model"], limit=2, benchmarks=["nq"], corpus=world["corpus"],
-                          benchmarks_dir=world["bench"], max_new_tokens=16, out=tmp_path)
+                          benchmarks_dir=world["bench"], max_new_tokens=16, out=tmp_path, max_obs_tokens=64)
     assert result["episodes"] == 2 and 0.0 <= result["format_pass_rate"] <= 1.0
+    episodes = load_jsonl(tmp_path / "format_check_episodes.jsonl")
+    assert all("past about 64 tokens" in e.messages[0]["content"] for e in episodes)  # the prompt states the cap
     assert (tmp_path / "format_check_episodes.jsonl").is_file()
     assert 0 <= result["repeated_command_episodes"] <= 2 and 0 <= result["all_calls_spent_episodes"] <= 2
     assert "format-check: 100%" in capsys.readouterr().err  # a bar of finished episodes
@@ -417,6 +420,8 @@ def test_format_check_resumes_after_the_last_finished_batch(world, tmp_path, mon
     assert fc.format_check(world["model"], **args)["episodes"] == 2 and ran == []  # all done: nothing runs
     with pytest.raises(UserError, match="other settings"):
         fc.format_check(world["model"], **{**args, "max_new_tokens": 8})
+    with pytest.raises(UserError, match="other settings"):  # another observation cap is another check
+        fc.format_check(world["model"], **{**args, "max_obs_tokens": 64})
     (tmp_path / fc.RUN_FILE).write_text("{broken")
     with pytest.raises(UserError, match="other settings"):
         fc.format_check(world["model"], **args)

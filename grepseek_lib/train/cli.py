@@ -61,6 +61,10 @@ def register(subparsers) -> None:
     check.add_argument("--benchmarks", default="nq,hotpotqa", help="comma-separated held-out benchmarks")
     check.add_argument("--corpus", type=Path, default=None, help="corpus.jsonl (default: the mini-wiki)")
     check.add_argument("--batch-size", type=int, default=8, help="episodes stepped together (default: 8)")
+    check.add_argument("--max-new-tokens", type=int, default=512, help="tokens per turn (default: 512)")
+    check.add_argument("--max-obs-tokens", type=int, default=config.DEFAULT_MAX_OBS_TOKENS,
+                       help="tool output cap in tokens, stated in the prompt: use the one the policy was trained "
+                            "with (default: %(default)s; `make run` trains at 256)")
     check.add_argument("--out", type=Path, default=None, help="write episodes (a batch at a time) and the result here; a rerun with "
                        "the same model, corpus and token budget resumes")
     check.set_defaults(func=format_check_command)
@@ -138,6 +142,8 @@ def grpo_command(args: argparse.Namespace) -> int:
 def format_check_command(args: argparse.Namespace) -> int:
     positive("--limit", args.limit)
     positive("--batch-size", args.batch_size)
+    positive("--max-new-tokens", args.max_new_tokens)
+    positive("--max-obs-tokens", args.max_obs_tokens)
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     if not benchmarks:
         raise UserError("--benchmarks is empty; name held-out benchmarks such as nq,hotpotqa")
@@ -146,6 +152,7 @@ def format_check_command(args: argparse.Namespace) -> int:
         writable_dir(args.out)
     _corpus(args.corpus, None)
     result = format_check(args.model, limit=args.limit, benchmarks=benchmarks, corpus=args.corpus,
-                          batch_size=args.batch_size, out=args.out)
+                          batch_size=args.batch_size, out=args.out, max_new_tokens=args.max_new_tokens,
+                          max_obs_tokens=args.max_obs_tokens)
     print(json.dumps(result, indent=2))
     return 0
