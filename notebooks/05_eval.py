@@ -90,7 +90,8 @@ runfolder.save_figure(fig, run_dir, STAGE, "em_f1")
 #
 # Each episode put down to one cause (eval/losses.py): a right answer, two format errors in a row, a command
 # run twice, no answer within the budget, the answer printed but not given, or searches that never printed it.
-# Evidence recall is the share of episodes whose tool outputs held a gold answer (for BM25: its top-k passages).
+# Evidence recall is the share of episodes whose tool outputs held a gold answer (for BM25: its top-k passages);
+# format pass is the share that passes the reward's format gate.
 
 # %%
 loss_shares = losses.loss_table(compare.common_questions(frames))
@@ -128,6 +129,8 @@ runfolder.mark_done(run_dir, STAGE, {
     **{f"{s}_micro_f1_se": micro.loc[s, "f1_se"] for s in micro.index},
     **{f"{s}_evidence_recall": v for s, v in recall[recall["benchmark"] == "micro"].set_index("system")
        ["evidence_found"].items()},
+    **{f"{s}_format_pass": v for s, v in recall[recall["benchmark"] == "micro"].set_index("system")
+       ["format_pass"].dropna().items()},
     **{f"{s}_top_loss": losses.top_cause(loss_shares, s) for s in loss_shares["system"]},
     "questions": int(micro["n"].max()) if len(micro) else 0,
     "episodes_in_report": len(trajectories.episodes),

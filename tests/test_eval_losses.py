@@ -66,6 +66,7 @@ def test_search_table_reports_evidence_recall_for_agents_and_bm25_alike():
     assert table.loc[("bm25", "micro"), "evidence_found"] == 0.5
     assert math.isnan(table.loc[("bm25", "micro"), "repeated_command"])
     assert table.loc[("sft", "nq"), "repeated_command"] == 0.5
+    assert math.isnan(table.loc[("sft", "micro"), "format_pass"])  # records from before the column: NaN, not KeyError
 
 
 def test_top_cause_is_the_biggest_loss_not_the_correct_share():

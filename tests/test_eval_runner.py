@@ -88,6 +88,7 @@ def test_scores_tables_and_files(setup):
     assert table.loc["micro", "em"] == pytest.approx(2 / 4)
     assert table.loc["macro", "em"] == pytest.approx((2 / 3 + 0) / 2)
     assert table.loc["micro", "tool_calls"] == 1
+    assert all(rec["format_pass"] is True for rec in records.values()) and table.loc["micro", "format_pass"] == 1
     # the search printed the Paris passage: evidence for n1 only; no question repeated a command
     assert [records[i]["evidence_found"] for i in ("n1", "n2", "n3", "b1")] == [True, False, False, False]
     assert table.loc["micro", "evidence_found"] == pytest.approx(1 / 4) and table.loc["micro", "repeated_command"] == 0
@@ -191,6 +192,22 @@ def test_even_batches_are_the_fewest_of_at_most_batch_size_and_keep_the_order(n,
     assert [i for b in batches for i in b] == list(range(n))
     assert all(len(b) <= max(1, size) for b in batches)
     assert len(batches) == -(-n // max(1, size))
+
+
+class TrailingTextBackend(AnsweringBackend):
+    """Answers with text after `</answer>`: an answer the loop takes, but the reward's format gate fails."""
+
+    def generate(self, conversations, **kw):
+        return [Generation(g.text + " Done." if "<answer>" in g.text else g.text, 100, 20, 0.0)
+                for g in super().generate(conversations, **kw)]
+
+
+def test_format_pass_is_the_reward_gate_on_the_whole_episode(setup):
+    bench_dir, tool, out = setup
+    table = evaluate(benchmarks=["bamboogle"], limit=None, out_dir=out, backend=TrailingTextBackend(), tool=tool,
+                     benchmarks_dir=bench_dir, batch_size=1, progress=False)
+    record = read_records(out)[0]
+    assert record["format_pass"] is False and table.loc["micro", "format_pass"] == 0
 
 
 def test_a_batch_backend_takes_the_whole_batch_and_an_explicit_option_wins(monkeypatch):

@@ -17,7 +17,7 @@ from grepseek_lib.metrics import MACRO, MICRO, aggregate
 
 METRICS = ("em", "f1")
 #: The search report's per-question flags (agent.evidence), averaged per benchmark like the metrics.
-SEARCH_METRICS = ("evidence_found", "repeated_command")
+SEARCH_METRICS = ("evidence_found", "repeated_command", "format_pass")
 
 
 def records_frame(records: list[dict] | Any, system: str):
@@ -78,8 +78,8 @@ def f1_standard_errors(frame: Any) -> dict[str, float]:
 
 
 def search_table(frames: Mapping[str, Any]):
-    """Evidence recall and the repeated-command rate per system and benchmark, on the same questions (BM25:
-    whether its top-k passages held a gold answer; it runs no commands)."""
+    """Evidence recall, the repeated-command rate and the format pass rate per system and benchmark, on the
+    same questions (BM25: whether its top-k passages held a gold answer; it runs no commands)."""
     import pandas as pd
 
     parts = []
@@ -93,7 +93,11 @@ def search_table(frames: Mapping[str, Any]):
         parts.append(table)
     if not parts:
         return pd.DataFrame(columns=["system", "benchmark", "n", *SEARCH_METRICS])
-    return pd.concat(parts, ignore_index=True)
+    table = pd.concat(parts, ignore_index=True)
+    for metric in SEARCH_METRICS:  # every column, even when no system's records have it (older runs)
+        if metric not in table.columns:
+            table[metric] = float("nan")
+    return table
 
 
 def wide_table(table: Any, metric: str = "f1"):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grepseek_lib import config
+from grepseek_lib.agent.actions import format_gate
 from grepseek_lib.agent.backends import make_batch_backend
 from grepseek_lib.agent.evidence import trajectory_report
 from grepseek_lib.agent.loop import (
@@ -35,7 +36,7 @@ TABLE_MD, TABLE_CSV = "table.md", "table.csv"
 #: Columns of the summary table: the paper's metrics, the search report (share of questions whose tool outputs
 #: held a gold answer; share that ran some command twice), then tool calls and wall seconds per question
 #: (a batch's wall time shared by its questions; llm_s / tool_s per episode stay in the records).
-TABLE_METRICS = ("em", "f1", "evidence_found", "repeated_command", "tool_calls", "wall_s")
+TABLE_METRICS = ("em", "f1", "format_pass", "evidence_found", "repeated_command", "tool_calls", "wall_s")
 
 
 #: FlashRAG split files; `.../nq/test.jsonl` is benchmark `nq` (a train split gets `_train`, as in our names).
@@ -119,11 +120,14 @@ def drop_partial_line(path: Path) -> None:
         handle.truncate(data.rfind(b"\n") + 1)
 
 
-def make_record(traj: Trajectory, benchmark: str, wall_s: float) -> dict:
-    """One scored question; `wall_s` is the question's share of its batch's wall time."""
+def make_record(traj: Trajectory, benchmark: str, wall_s: float,
+                max_tool_calls: int = config.MAX_TOOL_CALLS) -> dict:
+    """One scored question; `wall_s` is the question's share of its batch's wall time. `format_pass` is the
+    reward's format gate on the whole episode (what GRPO would pay for), not just "no two errors in a row"."""
     return {"id": traj.id, "benchmark": benchmark, "question": traj.question, "golds": list(traj.golds),
             "prediction": traj.answer, "em": exact_match(traj.answer, traj.golds),
             "f1": f1(traj.answer, traj.golds), "tool_calls": traj.tool_calls,
+            "format_pass": format_gate(traj.assistant_texts(), max_tool_calls=max_tool_calls)[0],
             "format_errors": traj.format_errors, "turns": len(traj.turns), "stop_reason": traj.stop_reason,
             "prompt_tokens": sum(t.prompt_tokens for t in traj.turns),
             "completion_tokens": sum(t.completion_tokens for t in traj.turns),
@@ -194,7 +198,8 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
             wall_s = (time.perf_counter() - began) / len(batch)
             for (name, _), traj in zip(batch, trajs, strict=True):
                 traj.meta["benchmark"] = name
-            records = [make_record(traj, name, wall_s) for (name, _), traj in zip(batch, trajs, strict=True)]
+            records = [make_record(traj, name, wall_s, max_tool_calls)
+                       for (name, _), traj in zip(batch, trajs, strict=True)]
             append_jsonl(trajs, out_dir / TRAJECTORIES)
             with (out_dir / RECORDS).open("a", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
