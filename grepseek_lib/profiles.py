@@ -76,7 +76,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "grpo_pool": 2,
         "grpo_max_completion": 1536,
         #: probed 8 at a time until 2 split (train.grpo.PROBE_ROUND): on 2026-12-03 the first 8 all scored 0
-        #: twice, and 4 steps on 2 such questions taught the one lucky title lookup: repeats 3% -> 51%.
+        #: twice and GRPO trained on questions that could give no advantage (docs/RESULTS.md).
         "grpo_probe_candidates": 16,
         "eval_limit": 10,
         #: 70 questions in 3 lockstep batches of ~24 (32 first turns decoded 1.2-1.3x faster than in batches of
