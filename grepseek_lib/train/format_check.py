@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from grepseek_lib import config
-from grepseek_lib.agent.backends import HFBackend
+from grepseek_lib.agent.backends import make_batch_backend
 from grepseek_lib.agent.evidence import summarize_search, trajectory_report
 from grepseek_lib.agent.loop import episode_progress, even_batches, run_batch
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl, load_jsonl
@@ -80,7 +80,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
     todo = [item for item in items if item["id"] not in finished]
     start = time.time()
     if todo:
-        backend = HFBackend(model, batch_size=batch_size)
+        backend = make_batch_backend("hf", model, batch_size)
         tool = open_tool(corpus, shards, tokenizer=backend.tokenizer, max_obs_tokens=max_obs_tokens)
         with episode_progress(len(todo), "format-check") as on_turn:
             for batch in even_batches(todo, batch_size):
