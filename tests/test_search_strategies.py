@@ -228,3 +228,25 @@ def test_the_blind_guess_rate_reaches_the_offline_tutor_and_is_off_by_default():
     assert BLIND_GUESS_RATE == 0.0 and ColdStartSettings().blind_guess_rate == 0.0
     tutor, _ = make_roles(Teacher(), {}, 3, blind_guess_rate=0.7)
     assert tutor.blind_guess_rate == 0.7
+
+
+def test_episode_shapes_name_each_move_and_count_the_common_ones():
+    from grepseek_lib.agent.actions import parse_action
+    from grepseek_lib.agent.evidence import common_shapes, episode_shape
+    from grepseek_lib.agent.trajectory import Trajectory, Turn
+
+    def tool(command: str, stdout: str | None) -> Turn:
+        payload = None if stdout is None else {"stdout": stdout}
+        return Turn(text=command, action=parse_action(render_turn("Search.", command=command)), observation=payload)
+
+    answer = Turn(text="", action=parse_action(render_turn("Done.", answer="Paris")))
+    zero = Trajectory(question="q", turns=[tool("rg -F 'x' corpus.jsonl | wc -l", "0\n"),
+                                           tool("rg -F 'x' corpus.jsonl | head -n 5", ""), answer])
+    found = Trajectory(question="q", turns=[tool("grep -c 'x' corpus.jsonl", "12\n"),
+                                            tool("rg -F 'x' corpus.jsonl | head -n 5", "a line\n"),
+                                            tool("rg -F 'y' corpus.jsonl", None), answer])
+    assert episode_shape(zero) == "C0 R0 A"
+    assert episode_shape(found) == "C+ R+ E A"
+    assert episode_shape(Trajectory(question="q")) == ""
+    assert common_shapes([zero, found, zero]) == {"C0 R0 A": 2, "C+ R+ E A": 1}
+    assert list(common_shapes([zero, found, zero], top=1)) == ["C0 R0 A"]

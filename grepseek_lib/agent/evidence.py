@@ -8,6 +8,8 @@ printed line is decoded before matching: "Zürich" is found whether or not the c
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -51,6 +53,33 @@ def trajectory_report(trajectory: Any) -> dict[str, Any]:
     ran = [turn for turn in trajectory.turns if turn.observation is not None]
     return search_report([turn.action.command or "" for turn in ran], tool_outputs(t.observation for t in ran),
                          trajectory.golds)
+
+
+_COUNT = re.compile(r"\|\s*wc\s+-l\s*$|(^|\s)(-c|--count)(\s|$)")
+
+
+def episode_shape(trajectory: Any) -> str:
+    """The episode as a string of moves, e.g. "C0 R0 A": C0/C+ a count that printed 0 / more, R0/R+ a read
+    that printed nothing / something, E a turn the loop could not run, A the answer. Shapes show which
+    move a policy has learned to repeat (a count of 0 followed by a read of the same search, say)."""
+    moves = []
+    for turn in trajectory.turns:
+        if turn.action.kind == "answer":
+            moves.append("A")
+        elif turn.observation is None:
+            moves.append("E")
+        else:
+            out = str(turn.observation.get("stdout") or "").strip()
+            if _COUNT.search(turn.action.command or ""):
+                moves.append("C0" if out in ("", "0") else "C+")
+            else:
+                moves.append("R+" if out else "R0")
+    return " ".join(moves)
+
+
+def common_shapes(trajectories: Iterable[Any], top: int = 8) -> dict[str, int]:
+    """The `top` most frequent episode shapes with their counts, most frequent first."""
+    return dict(Counter(episode_shape(t) for t in trajectories).most_common(top))
 
 
 def summarize_search(reports: Sequence[dict[str, Any]]) -> dict[str, float]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.agent.backends import make_batch_backend
-from grepseek_lib.agent.evidence import summarize_search, trajectory_report
+from grepseek_lib.agent.evidence import common_shapes, summarize_search, trajectory_report
 from grepseek_lib.agent.loop import episode_progress, even_batches, run_batch
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl, load_jsonl
 from grepseek_lib.data.formats import load_benchmark
@@ -107,6 +107,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
               **search_habits(trajectories),
               **summarize_search([trajectory_report(t) for t in trajectories]),
               "by_benchmark": by_benchmark(trajectories, parts),
+              "episode_shapes": common_shapes(trajectories),
               "wall_s": round(time.time() - start, 1)}
     if out is not None:
         (out / "format_check.json").write_text(json.dumps(result, indent=2))
