@@ -33,6 +33,7 @@ batch_size = 24  # episodes decoded together (hf) or requested at once (openai);
 
 # %%
 from grepseek_lib import notebook, runfolder
+from grepseek_lib.agent.trajectory import load_jsonl
 from grepseek_lib.eval import bm25, compare, losses, plots
 from grepseek_lib.eval.runner import evaluate
 from grepseek_lib.inspector import filters, load, report
@@ -104,6 +105,16 @@ loss_shares
 recall = compare.search_table(frames)
 runfolder.save_table(recall, run_dir, STAGE, "evidence_recall")
 recall
+
+# %% [markdown]
+# The most common episode shapes: C0 / C+ a count (`| wc -l`, `-c`) that printed 0 / more, R0 / R+ a read that
+# printed nothing / something, E a turn that ran nothing, A the answer. A policy that learned one move repeats it.
+
+# %%
+shapes = losses.shape_table({system: load_jsonl(eval_dir / system / "trajectories.jsonl") for system in agents
+                             if (eval_dir / system / "trajectories.jsonl").is_file()})
+runfolder.save_table(shapes, run_dir, STAGE, "episode_shapes")
+shapes
 
 # %% [markdown]
 # ## Trajectories: every episode, turn by turn

@@ -72,3 +72,17 @@ def test_search_table_reports_evidence_recall_for_agents_and_bm25_alike():
 def test_top_cause_is_the_biggest_loss_not_the_correct_share():
     table = losses.loss_table({"sft": compare.records_frame(AGENT + [_record("8", em=1.0)] * 5, "sft")})
     assert table.loc[0, "correct"] > table.loc[0, "never_found"] and losses.top_cause(table, "sft") == "never_found"
+
+
+def test_the_shape_table_lists_each_systems_most_common_moves():
+    from grepseek_lib.agent.actions import parse_action, render_turn
+    from grepseek_lib.agent.trajectory import Trajectory, Turn
+
+    def episode(*stdouts: str) -> Trajectory:
+        turns = [Turn(text="", action=parse_action(render_turn("Count.", command="rg -F 'x' corpus.jsonl | wc -l")),
+                      observation={"stdout": out}) for out in stdouts]
+        return Trajectory(question="q", turns=[*turns, Turn(text="", action=parse_action(render_turn("So.", answer="y")))])
+
+    table = losses.shape_table({"sft": [episode("0\n"), episode("0\n"), episode("3\n")], "grpo": []}, top=1)
+    assert table.to_dict("records") == [{"system": "sft", "shape": "C0 A", "episodes": 2, "share": pytest.approx(2 / 3)}]
+    assert list(losses.shape_table({}).columns) == ["system", "shape", "episodes", "share"]

@@ -10,8 +10,10 @@ ended by two format errors in a row is `format_errors`; one that ran some comman
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from grepseek_lib.agent.evidence import common_shapes
 
 CAUSES = ("correct", "format_errors", "repeated_command", "budget", "read_but_wrong", "never_found")
 
@@ -61,3 +63,13 @@ def top_cause(table: Any, system: str) -> str:
     """The biggest cause of lost episodes (anything but `correct`) of one system in a `loss_table`."""
     row = table[table["system"] == system].iloc[0]
     return max(CAUSES[1:], key=lambda cause: float(row[cause]))
+
+
+def shape_table(episodes: Mapping[str, Sequence[Any]], top: int = 5):
+    """The `top` most common episode shapes of each system (agent/evidence.episode_shape: "C0 R0 A" is a count
+    of 0, an empty read, an answer), with their counts and shares: the moves a policy has learned to repeat."""
+    import pandas as pd
+
+    rows = [{"system": system, "shape": shape, "episodes": count, "share": count / max(len(runs), 1)}
+            for system, runs in episodes.items() for shape, count in common_shapes(runs, top).items()]
+    return pd.DataFrame(rows, columns=["system", "shape", "episodes", "share"])
