@@ -55,7 +55,13 @@ def trajectory_report(trajectory: Any) -> dict[str, Any]:
                          trajectory.golds)
 
 
-_COUNT = re.compile(r"\|\s*wc\s+-l\s*$|(^|\s)(-c|--count)(\s|$)")
+#: A first stage that counts its matches (`rg -c`, `grep --count`); `head -c N` later in a pipe is no count.
+_MATCHER_COUNT = re.compile(r"^\s*(rg|grep)\s[^|]*?(?<=\s)(-c|--count)(\s|$)")
+
+
+def is_count(command: str) -> bool:
+    """A command that ends in a line count (`... | wc -l`): the cold start's count-first step."""
+    return command.rstrip().endswith("| wc -l")
 
 
 def episode_shape(trajectory: Any) -> str:
@@ -70,7 +76,8 @@ def episode_shape(trajectory: Any) -> str:
             moves.append("E")
         else:
             out = str(turn.observation.get("stdout") or "").strip()
-            if _COUNT.search(turn.action.command or ""):
+            command = turn.action.command or ""
+            if is_count(command) or _MATCHER_COUNT.search(command):
                 moves.append("C0" if out in ("", "0") else "C+")
             else:
                 moves.append("R+" if out else "R0")

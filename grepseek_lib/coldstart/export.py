@@ -16,10 +16,11 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import render_turn
+from grepseek_lib.agent.evidence import is_count
 from grepseek_lib.agent.prompt import ToolBudget, initial_messages
 from grepseek_lib.coldstart.accept import STAGES, Outcome
 from grepseek_lib.coldstart.roles import Item
-from grepseek_lib.coldstart.strategies import STRATEGIES, is_count, strategy_of
+from grepseek_lib.coldstart.strategies import STRATEGIES, strategy_of
 from grepseek_lib.shell.tool import observation_payload, observation_text
 
 RECORDS = "records.jsonl"

@@ -27,8 +27,6 @@ def count_command(command: str) -> str | None:
     return _HEAD_TAIL.sub("| wc -l", command)
 
 
-def is_count(command: str) -> bool:
-    return command.rstrip().endswith("| wc -l")
 
 
 def strategy_of(command: str) -> str:
