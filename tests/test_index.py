@@ -11,11 +11,15 @@ import pytest
 from test_shell_helpers import bash, write_corpus
 
 from grepseek_lib.errors import UserError
+from grepseek_lib.shell import index as index_module
+from grepseek_lib.shell import index_cost
 from grepseek_lib.shell.engine import Engine
 from grepseek_lib.shell.fold import CONTAINS, EXACT, PREFIX, SUFFIX, Folder, Term, compute_table
 from grepseek_lib.shell.index import default_index_dir, find_index, load_index
 from grepseek_lib.shell.index_build import build_index
+from grepseek_lib.shell.indexed import IndexPath
 from grepseek_lib.shell.literals import BRE, ERE, RUST, required
+from grepseek_lib.shell.policy import parse_command
 from grepseek_lib.shell.tool import ShellTool
 
 
@@ -45,6 +49,29 @@ def test_every_word_of_a_block_finds_the_block(indexed):
             if literal in text:
                 found = index.candidates([index.folder.literal_terms(literal)])
                 assert found is None or block in found.tolist(), literal
+
+
+@pytest.mark.parametrize("settings", [
+    {"FEW_BLOCKS": 0},  # every term narrows (by binary search or by a block mask, whichever is cheaper)
+    {"FEW_BLOCKS": 0, "NARROW_RATIO": 0},  # later terms narrow only by binary search
+    {"FEW_BLOCKS": 10**9},  # later terms skipped
+])
+def test_phrase_candidates_hold_every_block_with_the_phrase(indexed, monkeypatch, settings):
+    corpus, manifest = indexed
+    for name, value in settings.items():
+        monkeypatch.setattr(index_module, name, value)
+    index = load_index(manifest.directory, corpus)
+    data = corpus.read_bytes()
+    blocks = [data[o:o + n] for o, n in zip(index.offsets.tolist(), index.lengths.tolist(), strict=True)]
+    middle, last = (data.decode().splitlines()[k].split() for k in (30, -2))
+    for phrase in ("a|b (paren)", "(paren) $HOME", " ".join(middle[5:8]), " ".join(last[-4:-2]), "caf\u00e9 line"):
+        terms = index.folder.literal_terms(phrase)
+        assert len(terms) > 1
+        found = index.candidates([terms])
+        holding = [i for i, text in enumerate(blocks) if phrase.encode() in text]
+        assert holding and set(holding) <= set(found.tolist()), phrase
+        if settings["FEW_BLOCKS"] == 0:
+            assert len(found) < len(blocks)
 
 
 def test_suffix_and_infix_lookups_find_every_word_a_scan_finds(indexed):
@@ -135,3 +162,44 @@ def test_cli_index_and_run_with_index(tmp_path):
                          capture_output=True, env=env, timeout=120)
     ref = bash(command, tmp_path)
     assert (ran.stdout, ran.stderr, ran.returncode) == (ref.stdout, ref.stderr, ref.returncode)
+
+
+def test_cli_index_block_size(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl", n=40)
+    out = tmp_path / "small.index"
+    built = subprocess.run([sys.executable, "-m", "grepseek_lib", "index", "--corpus", str(corpus), "--out", str(out),
+                            "--block-kib", "1"], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0 and "blocks of ~1 KiB" in built.stdout, built.stderr
+    assert load_index(out, corpus).manifest.block_bytes == 1024
+    bad = subprocess.run([sys.executable, "-m", "grepseek_lib", "index", "--corpus", str(corpus), "--block-kib", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--block-kib must be at least 1, got 0" in bad.stderr
+
+
+def test_each_candidate_block_costs_a_copy(indexed, monkeypatch):
+    """With the fixed and per-byte costs at zero, the per-block cost alone turns away a word in many blocks."""
+    corpus, manifest = indexed
+    path = IndexPath(load_index(manifest.directory, corpus), corpus)
+    for name in ("FIXED_S", "PLAIN_S", "PER_BYTE_S"):
+        monkeypatch.setattr(index_cost, name, 0.0)
+    monkeypatch.setattr(index_cost, "RG_RATE", 1e12)  # the candidates' scan costs nothing either
+    rare, common = parse_command("rg -F Raw corpus.jsonl"), parse_command("rg -F quoted corpus.jsonl")
+    blocks = {name: path.index.candidates([path.index.folder.literal_terms(name)]) for name in ("Raw", "quoted")}
+    assert len(blocks["Raw"]) == 1 and len(blocks["quoted"]) > 2
+    monkeypatch.setattr(index_cost, "PER_BLOCK_S", manifest.size / 1e12 / 1.5)  # 1.5 blocks cost a plain scan
+    path.max_fraction = 1 - 1e-9  # no fraction cut-off: only the cost model decides
+    assert not isinstance(path.choose(rare), str)
+    assert path.choose(common) == "a plain scan is as fast"
+
+
+def test_a_head_after_a_phrase_takes_the_index_when_cheap(indexed, monkeypatch):
+    """One word: the candidate blocks say where a plain head stops; a phrase's blocks only bound it loosely."""
+    corpus, manifest = indexed
+    path = IndexPath(load_index(manifest.directory, corpus), corpus, max_fraction=1 - 1e-9)
+    monkeypatch.setattr(index_cost, "STOP_SLACK_LINES", 1)
+    word = parse_command("rg -F quoted corpus.jsonl | head -n 1")
+    phrase = parse_command("rg -F '\\\"quoted\\\" a|b' corpus.jsonl | head -n 1")
+    assert path.choose(word) == "a plain scan is as fast"  # the first candidate block ends early: a plain run stops
+    assert not isinstance(path.choose(phrase), str)
+    monkeypatch.setattr(index_cost, "HEAD_RISK_S", 0.0)
+    assert path.choose(phrase) == "a plain scan is as fast"

@@ -18,7 +18,7 @@ from pathlib import Path
 from grepseek_lib import config
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.index import default_index_dir
-from grepseek_lib.shell.index_build import build_index
+from grepseek_lib.shell.index_build import BLOCK_BYTES, build_index
 from grepseek_lib.shell.limits import check_max_output_bytes, check_timeout
 from grepseek_lib.shell.policy import parse_command, refusal_line
 from grepseek_lib.shell.runner import run_pipeline, terminate_on_signals, timeout_line
@@ -45,13 +45,18 @@ def register_index(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="index folder (default: index/ next to corpus.jsonl, else <stem>.index/; "
                              "found there automatically by `run`, the agent's tool and the engine)")
+    parser.add_argument("--block-kib", type=int, default=BLOCK_BYTES >> 10,
+                        help=f"target block size in KiB (default {BLOCK_BYTES >> 10}; smaller blocks: fewer "
+                             "candidate bytes per rare word, larger postings)")
     parser.set_defaults(func=index_main)
 
 
 def index_main(args: argparse.Namespace) -> int:
     corpus = resolve_corpus(args.corpus)
+    if args.block_kib < 1:
+        raise UserError(f"--block-kib must be at least 1, got {args.block_kib}")
     with terminate_on_signals():
-        m = build_index(corpus, args.out or default_index_dir(corpus))
+        m = build_index(corpus, args.out or default_index_dir(corpus), block_bytes=args.block_kib << 10)
     size = sum(f.stat().st_size for f in m.directory.iterdir())
     print(f"index of {corpus} ({m.size} bytes, {m.blocks} blocks of ~{m.block_bytes >> 10} KiB, {m.words} words) "
           f"in {m.directory}: {size / 1e6:.1f} MB ({size / max(1, m.size):.1%} of the corpus), built in {m.build_s:g} s")

@@ -40,9 +40,11 @@ FOLD = "fold.json"
 VERSION = 2
 #: A term matching more vocabulary words than this is not worth its union: it is dropped.
 MAX_TERM_WORDS = 20_000
-#: Candidates this small are read rather than narrowed further by a suffix or infix term (sized when
-#: such a term cost a vocabulary scan; with the suffix array its cost is mostly the posting union).
-SCAN_SKIP_BYTES = 8 << 20
+#: Candidates this few are read rather than narrowed further (another term could save a few copies).
+FEW_BLOCKS = 16
+#: A later term narrows the candidates only when its postings hold at most this many entries per
+#: candidate block (marking an entry costs ~10 ns, copying a block ~3 us).
+NARROW_RATIO = 300
 
 
 @dataclass(frozen=True)
@@ -176,12 +178,37 @@ class WordIndex:
         ids = self.word_ids(term)
         if ids is None:
             return None
-        parts = [self._posting(i) for i in ids]
-        if len(parts) == 1:
-            return np.asarray(parts[0])
-        if not parts:
-            return np.zeros(0, np.uint32)
-        return np.unique(np.concatenate(parts))
+        return self._union(ids) if len(ids) else np.zeros(0, np.uint32)
+
+    def _union(self, ids: range | np.ndarray) -> np.ndarray:
+        if len(ids) == 1:
+            return np.asarray(self._posting(int(ids[0])))
+        return np.flatnonzero(self._mask(ids)).astype(np.uint32)
+
+    def _mask(self, ids: range | np.ndarray) -> np.ndarray:
+        """A flag per block: does some word of `ids` occur in it (one gather over all their postings)."""
+        picked = slice(ids.start, ids.stop) if isinstance(ids, range) else ids
+        starts = np.asarray(self.post_start[picked], dtype=np.int64)
+        lengths = np.asarray(self.post_len[picked], dtype=np.int64)
+        where = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        mask = np.zeros(len(self.offsets), dtype=bool)
+        mask[self.postings[where]] = True
+        return mask
+
+    def _narrow(self, blocks: np.ndarray, ids: range | np.ndarray, entries: int) -> np.ndarray:
+        """The part of `blocks` where some word of `ids` occurs; all of `blocks` when finding that would cost
+        more than reading them (NARROW_RATIO posting entries per block)."""
+        if len(ids) * len(blocks) <= entries:  # a binary search per block and word is the cheaper way
+            keep = np.zeros(len(blocks), dtype=bool)
+            for i in ids:
+                posting = self._posting(int(i))
+                if len(posting):
+                    at = np.minimum(np.searchsorted(posting, blocks), len(posting) - 1)
+                    keep |= posting[at] == blocks
+            return blocks[keep]
+        if entries <= NARROW_RATIO * len(blocks):
+            return blocks[self._mask(ids)[blocks]]
+        return blocks
 
     def surely_candidates(self, alternatives: list[list[Term]]) -> np.ndarray:
         """Blocks that are certainly candidates, from one posting list (no unions, no scans).
@@ -209,22 +236,26 @@ class WordIndex:
     def candidates(self, alternatives: list[list[Term]]) -> np.ndarray | None:
         """Blocks that may hold a line matching any alternative (all terms of one); None: every block.
 
-        Whole-word and prefix terms are looked up first; once the candidates of an alternative are
-        down to SCAN_SKIP_BYTES, its suffix and infix terms are skipped (they could only remove blocks,
-        and the union of the postings of every word holding them can cost more than reading that much).
+        An alternative starts from its term with the fewest posting entries and is narrowed by the
+        others, smallest first, until FEW_BLOCKS remain; a term matching too many words is skipped
+        (it could only remove blocks).
         """
         found: list[np.ndarray] = []
         for terms in alternatives:
-            blocks = None
-            for term in sorted(terms, key=lambda t: t.kind in (SUFFIX, CONTAINS)):
-                if (blocks is not None and term.kind in (SUFFIX, CONTAINS)
-                        and int(self.lengths[blocks].sum()) <= SCAN_SKIP_BYTES):
-                    break
-                hit = self.term_blocks(term)
-                if hit is not None:
-                    blocks = hit if blocks is None else np.intersect1d(blocks, hit, assume_unique=True)
-            if blocks is None:
+            looked = []
+            for term in terms:
+                ids = self.word_ids(term)
+                if ids is not None:
+                    lengths = self.post_len[ids.start:ids.stop] if isinstance(ids, range) else self.post_len[ids]
+                    looked.append((int(np.sum(lengths)), ids))
+            if not looked:
                 return None
+            looked.sort(key=lambda pair: pair[0])
+            blocks = self._union(looked[0][1])
+            for entries, ids in looked[1:]:
+                if len(blocks) <= FEW_BLOCKS:
+                    break
+                blocks = self._narrow(blocks, ids, entries)
             found.append(blocks)
         return np.unique(np.concatenate(found)) if found else None
 

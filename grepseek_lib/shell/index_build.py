@@ -28,9 +28,9 @@ from grepseek_lib.errors import UserError
 from grepseek_lib.shell import index as idx
 from grepseek_lib.shell.fold import Folder, compute_table
 
-#: Target block size: small enough that a rare word's candidates are a few hundred KB, large enough
-#: that the postings stay a fraction of the corpus (docs/INDEX.md).
-BLOCK_BYTES = 32 << 10
+#: Target block size: a rare word's candidates are a few hundred KB (one hit line per ~4 KiB read),
+#: while the postings stay under half the corpus; 2 KiB gains no more (docs/INDEX.md).
+BLOCK_BYTES = 4 << 10
 #: Bytes read at a time (the blocks of one read are tokenized together).
 READ_BYTES = 8 << 20
 #: Pairs are spread over this many bucket files by hash (the final sort holds one bucket).

@@ -8,7 +8,8 @@ the first stage runs alone, its numbers are mapped back through the block table,
 stages run once on the result (merge.run_post). Anything a run on the corpus would not explain
 (a message on stderr, an odd status, output beyond the buffer) returns None: the caller then runs
 the pipeline the usual way. Whether the index pays is decided per command (choose): only when the
-candidates are a small part of the corpus (MAX_FRACTION), else today's path is taken unchanged.
+candidates are a small part of the corpus (MAX_FRACTION) and its estimated time beats a plain
+run's (index_cost.py), else today's path is taken unchanged.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grepseek_lib.shell import prefilter
+from grepseek_lib.shell import index_cost, prefilter
 from grepseek_lib.shell.folder import private_dir
 from grepseek_lib.shell.index import WordIndex
 from grepseek_lib.shell.merge import renumber, run_post
@@ -33,13 +34,6 @@ from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
 #: candidate costs more than scanning it in place, and today's best path scans on every core, so
 #: beyond a few percent the plain (or sharded) scan is as fast (measured in docs/INDEX.md).
 MAX_FRACTION = 0.05
-#: Reading a candidate block costs about this many bytes of a plain scan (copy, then scan).
-COPY_FACTOR = 2
-#: The index path's own cost (lookups, the copy's private folder, one more chain) in bytes of a
-#: plain scan (~10 ms at ~6 GB/s from the page cache; docs/INDEX.md).
-FIXED_BYTES = 64 << 20
-#: rg and grep write through a buffer: a head stops them only some lines after its N-th.
-STOP_SLACK_LINES = 16
 #: Output of a candidate run is buffered up to this many bytes; more goes the usual (streaming) way.
 MAX_BUFFERED_BYTES = 64 << 20
 
@@ -60,6 +54,11 @@ class IndexPath:
         self.index = index
         self.corpus = corpus
         self.max_fraction = max_fraction
+        lengths = index.lengths[:-1]
+        #: Every block but the last holds at least this many bytes: len(blocks) bounds the candidates
+        #: from below without summing a long posting (an unselective word is turned away in microseconds).
+        self.min_block_bytes = int(lengths.min()) if len(lengths) else 0
+        self.ends = index.offsets + index.lengths
 
     def choose(self, pipeline: Pipeline) -> Candidates | str:
         """The candidates of `pipeline`, or why the index is not used for it."""
@@ -75,42 +74,34 @@ class IndexPath:
             if not terms:
                 return "a literal without a word character"
             alternatives.append(terms)
+        one_word = all(len(terms) == 1 for terms in alternatives)
         sure = self.index.surely_candidates(alternatives)
-        reason = self._not_worth(pipeline, sure)
+        reason = self._not_worth(pipeline, found, one_word, sure)
         if reason:
             return reason
         blocks = self.index.candidates(alternatives)
         if blocks is None:
             return "every block may match"
-        reason = self._not_worth(pipeline, blocks)
+        reason = self._not_worth(pipeline, found, one_word, blocks)
         if reason:
             return reason
         nbytes = int(self.index.lengths[blocks].sum()) if len(blocks) else 0
         return Candidates(found, blocks, nbytes)
 
-    def _not_worth(self, pipeline: Pipeline, blocks: np.ndarray) -> str | None:
-        """Why reading `blocks` (or any superset of them) costs more than a plain run, else None.
-
-        A plain run reads the corpus, or with a head (`head`, `-m`) until its N-th line plus what
-        fills the writer's buffer (STOP_SLACK_LINES more lines), at best the end of that candidate
-        block; the index path costs FIXED_BYTES plus COPY_FACTOR times the candidates. A superset of
-        `blocks` costs at least as much and stops a plain run no later, so the answer holds for it.
-        max_fraction >= 1 means: always, when exact (the tests).
-        """
+    def _not_worth(self, pipeline: Pipeline, found: prefilter.Prefilter, one_word: bool,
+                   blocks: np.ndarray) -> str | None:
+        """Why reading `blocks` (or any superset of them) costs more than a plain run, else None
+        (index_cost.py). max_fraction >= 1 means: always, when exact (the tests)."""
         if self.max_fraction >= 1:
             return None
         size = self.index.manifest.size
+        if (len(blocks) - 1) * self.min_block_bytes > self.max_fraction * size:
+            return f"unselective: candidates are at least {(len(blocks) - 1) * self.min_block_bytes / size:.0%} of the corpus"
         nbytes = int(self.index.lengths[blocks].sum()) if len(blocks) else 0
         if nbytes > self.max_fraction * size:
             return f"unselective: candidates are at least {nbytes / max(1, size):.0%} of the corpus"
-        plain = size
-        stops = _head_lines(pipeline)
-        if stops is not None and len(blocks) > stops + STOP_SLACK_LINES:
-            last = blocks[stops + STOP_SLACK_LINES - 1]
-            plain = int(self.index.offsets[last] + self.index.lengths[last])
-        if FIXED_BYTES + COPY_FACTOR * nbytes >= plain:
-            return "a plain scan is as fast"
-        return None
+        rate = index_cost.scan_rate(pipeline.stages[0].program, found.folds_case)
+        return index_cost.not_worth(blocks, nbytes, self.ends, size, rate, _head_lines(pipeline), one_word)
 
     def run(self, pipeline: Pipeline, chosen: Candidates, timeout: float,
             max_output_bytes: int | None) -> RunResult | None:

@@ -46,6 +46,8 @@ class Prefilter:
 
     alternatives: tuple[tuple[str, ...], ...]
     renumber: Renumber | None
+    #: The stage compares case-insensitively (-i as the last case option): a slower plain scan.
+    folds_case: bool = False
 
 
 def analyze(pipeline: Pipeline) -> Prefilter | str:
@@ -81,7 +83,18 @@ def analyze(pipeline: Pipeline) -> Prefilter | str:
         reason = post_reason(stage)
         if reason:
             return f"later stage: {reason}"
-    return Prefilter(alternatives, renumber)
+    return Prefilter(alternatives, renumber, _folds_case(parsed))
+
+
+def _folds_case(parsed: ParsedArgs) -> bool:
+    """-i (or -y) is the last case option; smart case counts as sensitive (the faster plain scan)."""
+    folding = False
+    for name, _ in parsed.options:
+        if name in ("-i", "-y", "--ignore-case"):
+            folding = True
+        elif name in ("-s", "--case-sensitive", "-S", "--smart-case", "--no-ignore-case"):
+            folding = False
+    return folding
 
 
 def _syntax(program: str, parsed: ParsedArgs) -> str | None:

@@ -1,0 +1,60 @@
+"""Whether the index path pays for one command: its estimated time against a plain run's.
+
+Both are estimated in seconds from figures measured on the 1.2 GB scaled corpus (docs/INDEX.md):
+a plain first stage scans page-cached text at the rate of its program (rg's case-sensitive literal
+search skips with memchr; -i and grep compare every byte), the index path costs a fixed part, one
+copy call per candidate block, and the copy and scan of the candidate bytes. A plain run reads the
+corpus, or with a head (`head`, `-m`) until its N-th line plus what fills the writer's buffer
+(STOP_SLACK_LINES more lines). Where that is, the candidate blocks bound only from below: tightly
+when every alternative is one word (nearly every candidate block holds a match), loosely for a
+phrase (a block holding each of its words rarely holds the phrase), so with a phrase and a head the
+index is taken whenever it is cheap in absolute terms (HEAD_RISK_S).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Plain scan rates from the page cache, bytes per second (bench engine, 2-core machine).
+RG_RATE, RG_FOLD_RATE, GREP_RATE = 12e9, 2.0e9, 1.5e9
+#: A run's process chain (spawn to exit), and the index path's (lookups, the candidate file's private
+#: folder, the same chain).
+PLAIN_S, FIXED_S = 2e-3, 3e-3
+#: Copying one candidate block (one copy_file_range call) and each of its bytes.
+PER_BLOCK_S, PER_BYTE_S = 2.7e-6, 0.3e-9
+#: rg and grep write through a buffer: a head stops them only some lines after its N-th.
+STOP_SLACK_LINES = 16
+#: With a phrase and a head, the index is used whenever it costs at most this: a plain run that
+#: would have stopped early was a few ms, one that reads the corpus for want of matches 10-100x more.
+HEAD_RISK_S = 10e-3
+
+
+def scan_rate(program: str, folds_case: bool) -> float:
+    """Bytes per second a plain first stage of `program` scans."""
+    if program == "grep":
+        return GREP_RATE
+    return RG_FOLD_RATE if folds_case else RG_RATE
+
+
+def index_seconds(blocks: int, nbytes: int, rate: float) -> float:
+    """Estimated time of the index path over `blocks` candidate blocks holding `nbytes`."""
+    return FIXED_S + PER_BLOCK_S * blocks + nbytes * (PER_BYTE_S + 1 / rate)
+
+
+def not_worth(blocks: np.ndarray, nbytes: int, ends: np.ndarray, size: int, rate: float,
+              head_lines: int | None, one_word: bool) -> str | None:
+    """Why reading `blocks` (or any superset of them) costs more than a plain run, else None.
+
+    `ends[i]` is where block i ends in the corpus, `head_lines` the N of a head that stops a plain run
+    (None: it reads the corpus), `one_word` whether every alternative is a single word. A superset
+    costs at least as much and stops a plain run no later, so the answer holds for it.
+    """
+    cost = index_seconds(len(blocks), nbytes, rate)
+    if head_lines is not None and not one_word and cost <= HEAD_RISK_S:
+        return None
+    plain_bytes = size
+    if head_lines is not None and len(blocks) > head_lines + STOP_SLACK_LINES:
+        plain_bytes = int(ends[blocks[head_lines + STOP_SLACK_LINES - 1]])
+    if cost >= PLAIN_S + plain_bytes / rate:
+        return "a plain scan is as fast"
+    return None
