@@ -252,3 +252,27 @@ def test_episode_shapes_name_each_move_and_count_the_common_ones():
     assert episode_shape(Trajectory(question="q")) == ""
     assert common_shapes([zero, found, zero]) == {"C0 R0 A": 2, "C+ R+ E A": 1}
     assert list(common_shapes([zero, found, zero], top=1)) == ["C0 R0 A"]
+
+
+def test_evidence_cut_by_cap_needs_a_cut_output_whose_full_text_holds_the_answer():
+    from grepseek_lib.agent.actions import parse_action
+    from grepseek_lib.agent.evidence import evidence_cut_by_cap
+    from grepseek_lib.agent.trajectory import Trajectory, Turn
+
+    full = {"rg -F 'Tennessee' corpus.jsonl": json.dumps({"id": "1", "contents": '"T"\nfar below: Nashville'})}
+
+    def tool(command: str, stdout: str, truncated: bool) -> Turn:
+        return Turn(text=command, action=parse_action(render_turn("Search.", command=command)),
+                    observation={"stdout": stdout, "truncated": truncated})
+
+    def episode(*turns: Turn) -> Trajectory:
+        return Trajectory(question="q", golds=["Nashville"], turns=list(turns))
+
+    def rerun(command: str) -> str:
+        return full.get(command, "")
+
+    command = "rg -F 'Tennessee' corpus.jsonl"
+    assert evidence_cut_by_cap(episode(tool(command, '{"id": "1", "contents": "\\"T\\"\\nfar', True)), rerun)
+    assert not evidence_cut_by_cap(episode(tool(command, "", False)), rerun)  # not cut: the search missed
+    assert not evidence_cut_by_cap(episode(tool(command, "Nashville", True)), rerun)  # seen: evidence found
+    assert not evidence_cut_by_cap(episode(tool("rg -F 'Ohio' corpus.jsonl", "x", True)), rerun)

@@ -395,6 +395,7 @@ def test_format_check_runs_agent_episodes(world, tmp_path, capsys):
     assert all("past about 64 tokens" in e.messages[0]["content"] for e in episodes)  # the prompt states the cap
     assert (tmp_path / "format_check_episodes.jsonl").is_file()
     assert 0 <= result["repeated_command_episodes"] <= 2 and 0 <= result["all_calls_spent_episodes"] <= 2
+    assert 0 <= result["evidence_cut_by_cap_episodes"] <= 2
     assert "format-check: 100%" in capsys.readouterr().err  # a bar of finished episodes
     with pytest.raises(UserError, match="training splits"):
         format_check(world["model"], limit=1, benchmarks=["hotpotqa_train"], corpus=world["corpus"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from grepseek_lib.metrics import normalize_answer
@@ -41,6 +41,16 @@ def search_report(commands: Sequence[str], stdouts: Sequence[str], golds: str | 
     return {"evidence_found": any(answer_in(readable(out), golds) for out in stdouts),
             "first_search_empty": (not stdouts[0].strip()) if stdouts else None,
             "repeated_command": len(set(commands)) < len(commands)}
+
+
+def evidence_cut_by_cap(trajectory: Any, rerun: Callable[[str], str]) -> bool:
+    """Whether the episode's evidence was lost to the observation cap rather than to its searches: no
+    observation it saw held a gold answer, but the full output (`rerun(command)`) of one it saw cut did."""
+    if trajectory_report(trajectory)["evidence_found"]:
+        return False
+    return any(answer_in(readable(rerun(turn.action.command)), trajectory.golds)
+               for turn in trajectory.turns
+               if isinstance(turn.observation, dict) and turn.observation.get("truncated") and turn.action.command)
 
 
 def tool_outputs(observations: Iterable[dict | None]) -> list[str]:

@@ -14,7 +14,12 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.agent.backends import make_batch_backend
-from grepseek_lib.agent.evidence import common_shapes, summarize_search, trajectory_report
+from grepseek_lib.agent.evidence import (
+    common_shapes,
+    evidence_cut_by_cap,
+    summarize_search,
+    trajectory_report,
+)
 from grepseek_lib.agent.loop import episode_progress, even_batches, run_batch
 from grepseek_lib.agent.trajectory import Trajectory, append_jsonl, load_jsonl
 from grepseek_lib.data.formats import load_benchmark
@@ -107,11 +112,23 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
               **search_habits(trajectories),
               **summarize_search([trajectory_report(t) for t in trajectories]),
               "by_benchmark": by_benchmark(trajectories, parts),
+              "evidence_cut_by_cap_episodes": _cut_by_cap(trajectories, corpus, shards),
               "episode_shapes": common_shapes(trajectories),
               "wall_s": round(time.time() - start, 1)}
     if out is not None:
         (out / "format_check.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+def _cut_by_cap(trajectories: Sequence[Trajectory], corpus: Path, shards: Path | None) -> int:
+    """Episodes whose evidence only a larger observation cap would have shown (their cut outputs run again
+    in full): how much raising `max_obs_tokens` could add to evidence recall."""
+    tool = open_tool(corpus, shards)
+
+    def rerun(command: str) -> str:
+        return tool.run(command).stdout.decode("utf-8", errors="replace")
+
+    return sum(evidence_cut_by_cap(t, rerun) for t in trajectories)
 
 
 def _resume(out: Path, run: dict[str, Any]) -> dict[str, Trajectory]:
