@@ -126,13 +126,13 @@ class WordIndex:
         self.lengths = np.asarray(self.blocks[:, 1]) if len(self.blocks) else np.zeros(0, np.int64)
         self.first_lines = np.asarray(self.blocks[:, 2]) if len(self.blocks) else np.zeros(0, np.int64)
         self.line_counts = np.asarray(self.blocks[:, 3]) if len(self.blocks) else np.zeros(0, np.int64)
-        self.vocab_off = np.load(d / VOCAB_OFF, mmap_mode="r")
-        self.post_start = np.load(d / POST_START, mmap_mode="r")
-        self.post_len = np.load(d / POST_LEN, mmap_mode="r")
+        self.vocab_off = _mapped(d / VOCAB_OFF)
+        self.post_start = _mapped(d / POST_START)
+        self.post_len = _mapped(d / POST_LEN)
         self.vocab = _map(d / VOCAB)
-        self.suffixes = np.load(d / VOCAB_SA, mmap_mode="r")
+        self.suffixes = _mapped(d / VOCAB_SA)
         postings = d / POSTINGS
-        self.postings = (np.memmap(postings, dtype=np.uint32, mode="r") if postings.stat().st_size
+        self.postings = (np.asarray(np.memmap(postings, dtype=np.uint32, mode="r")) if postings.stat().st_size
                          else np.zeros(0, np.uint32))
         self.folder = Folder({int(k): v for k, v in json.loads((d / FOLD).read_text()).items()})
         self.nwords = len(self.vocab_off) - 1
@@ -258,6 +258,12 @@ class WordIndex:
                 blocks = self._narrow(blocks, ids, entries)
             found.append(blocks)
         return np.unique(np.concatenate(found)) if found else None
+
+
+def _mapped(path: Path) -> np.ndarray:
+    """A memory-mapped .npy as a plain ndarray view: the same pages, without np.memmap's per-item overhead
+    (a lookup's binary search indexes it one element at a time)."""
+    return np.asarray(np.load(path, mmap_mode="r"))
 
 
 def _map(path: Path) -> bytes | mmap.mmap:
