@@ -201,5 +201,9 @@ def test_a_head_after_a_phrase_takes_the_index_when_cheap(indexed, monkeypatch):
     phrase = parse_command("rg -F '\\\"quoted\\\" a|b' corpus.jsonl | head -n 1")
     assert path.choose(word) == "a plain scan is as fast"  # the first candidate block ends early: a plain run stops
     assert not isinstance(path.choose(phrase), str)
+    in_punctuation = parse_command("rg -F '(paren)' corpus.jsonl | head -n 1")  # not a bare word: a loose bound
+    assert not isinstance(path.choose(in_punctuation), str)
     monkeypatch.setattr(index_cost, "HEAD_RISK_S", 0.0)
+    monkeypatch.setattr(index_cost, "HEAD_RISK_SHARE", 0.0)
     assert path.choose(phrase) == "a plain scan is as fast"
+    assert path.choose(in_punctuation) == "a plain scan is as fast"

@@ -6,9 +6,10 @@ search skips with memchr; -i and grep compare every byte), the index path costs 
 copy call per candidate block, and the copy and scan of the candidate bytes. A plain run reads the
 corpus, or with a head (`head`, `-m`) until its N-th line plus what fills the writer's buffer
 (STOP_SLACK_LINES more lines). Where that is, the candidate blocks bound only from below: tightly
-when every alternative is one word (nearly every candidate block holds a match), loosely for a
-phrase (a block holding each of its words rarely holds the phrase), so with a phrase and a head the
-index is taken whenever it is cheap in absolute terms (HEAD_RISK_S).
+when every alternative is one bare word (nearly every candidate block holds a match), loosely for a
+phrase or a word inside punctuation (a block holding each of its words rarely holds the phrase, or
+`"Rex"` as a title), so there, with a head, the index is taken whenever it is cheap (HEAD_RISK_S, or
+HEAD_RISK_SHARE of a whole plain run).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ PLAIN_S, FIXED_S = 2e-3, 3e-3
 PER_BLOCK_S, PER_BYTE_S = 2.7e-6, 0.3e-9
 #: rg and grep write through a buffer: a head stops them only some lines after its N-th.
 STOP_SLACK_LINES = 16
-#: With a phrase and a head, the index is used whenever it costs at most this: a plain run that
-#: would have stopped early was a few ms, one that reads the corpus for want of matches 10-100x more.
-HEAD_RISK_S = 10e-3
+#: With a phrase and a head, the index is used whenever it costs at most this, or this share of a plain
+#: run over the whole corpus (grep reads 1.2 GB in 0.8 s): a plain run that would have stopped early was a
+#: few ms, one that reads the corpus for want of matches 10-100x more.
+HEAD_RISK_S, HEAD_RISK_SHARE = 10e-3, 0.1
 
 
 def scan_rate(program: str, folds_case: bool) -> float:
@@ -46,11 +48,11 @@ def not_worth(blocks: np.ndarray, nbytes: int, ends: np.ndarray, size: int, rate
     """Why reading `blocks` (or any superset of them) costs more than a plain run, else None.
 
     `ends[i]` is where block i ends in the corpus, `head_lines` the N of a head that stops a plain run
-    (None: it reads the corpus), `one_word` whether every alternative is a single word. A superset
+    (None: it reads the corpus), `one_word` whether every alternative is a single bare word. A superset
     costs at least as much and stops a plain run no later, so the answer holds for it.
     """
     cost = index_seconds(len(blocks), nbytes, rate)
-    if head_lines is not None and not one_word and cost <= HEAD_RISK_S:
+    if head_lines is not None and not one_word and cost <= max(HEAD_RISK_S, HEAD_RISK_SHARE * size / rate):
         return None
     plain_bytes = size
     if head_lines is not None and len(blocks) > head_lines + STOP_SLACK_LINES:

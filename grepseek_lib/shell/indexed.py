@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from grepseek_lib.shell import index_cost, prefilter
+from grepseek_lib.shell.fold import CONTAINS
 from grepseek_lib.shell.folder import private_dir
 from grepseek_lib.shell.index import WordIndex
 from grepseek_lib.shell.merge import renumber, run_post
@@ -74,7 +75,8 @@ class IndexPath:
             if not terms:
                 return "a literal without a word character"
             alternatives.append(terms)
-        one_word = all(len(terms) == 1 for terms in alternatives)
+        # a bare word: nearly every block holding it holds a matching line (`"Rex"` is not: the title form)
+        one_word = all(len(terms) == 1 and terms[0].kind == CONTAINS for terms in alternatives)
         sure = self.index.surely_candidates(alternatives)
         reason = self._not_worth(pipeline, found, one_word, sure)
         if reason:
