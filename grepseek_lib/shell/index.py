@@ -187,9 +187,8 @@ class WordIndex:
 
     def _mask(self, ids: range | np.ndarray) -> np.ndarray:
         """A flag per block: does some word of `ids` occur in it (one gather over all their postings)."""
-        picked = slice(ids.start, ids.stop) if isinstance(ids, range) else ids
-        starts = np.asarray(self.post_start[picked], dtype=np.int64)
-        lengths = np.asarray(self.post_len[picked], dtype=np.int64)
+        starts = np.asarray(self.post_start[_rows(ids)], dtype=np.int64)
+        lengths = np.asarray(self.post_len[_rows(ids)], dtype=np.int64)
         where = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
         mask = np.zeros(len(self.offsets), dtype=bool)
         mask[self.postings[where]] = True
@@ -246,8 +245,7 @@ class WordIndex:
             for term in terms:
                 ids = self.word_ids(term)
                 if ids is not None:
-                    lengths = self.post_len[ids.start:ids.stop] if isinstance(ids, range) else self.post_len[ids]
-                    looked.append((int(np.sum(lengths)), ids))
+                    looked.append((int(np.sum(self.post_len[_rows(ids)])), ids))
             if not looked:
                 return None
             looked.sort(key=lambda pair: pair[0])
@@ -258,6 +256,11 @@ class WordIndex:
                 blocks = self._narrow(blocks, ids, entries)
             found.append(blocks)
         return np.unique(np.concatenate(found)) if found else None
+
+
+def _rows(ids: range | np.ndarray) -> slice | np.ndarray:
+    """Word ids as an index into the per-word arrays (a range as a slice: a view, no gather)."""
+    return slice(ids.start, ids.stop) if isinstance(ids, range) else ids
 
 
 def _mapped(path: Path) -> np.ndarray:
