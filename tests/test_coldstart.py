@@ -240,6 +240,30 @@ def test_a_failed_title_guess_is_replayed_and_followed_by_a_different_search(cor
     assert guess not in [t.command for t in short.turns] and len(short.turns) == len(outcome.turns) - 1
 
 
+def test_a_count_of_0_on_a_name_the_corpus_lacks_is_answered_by_another_name_from_the_question(corpus, tool):
+    from grepseek_lib.coldstart import offline
+    from grepseek_lib.coldstart.chain import absent_name_count
+
+    tutor, planner = _roles(corpus)
+    item = _item(dict(HOTPOT_BRIDGE, question="In which town was the director of Moon Garden, a remake of "
+                                              "Quorn Zebedee, born?"))
+    rates = dict(probe_rate=0.0, fill_budget_rate=0.0, detour_rate=0.0)
+    outcome = process_question(item, tutor, planner, tool, other_name_rate=1.0, **rates)
+    assert outcome.accepted, (outcome.stage, outcome.reason)
+    calls = [t for t in outcome.turns if t.command]
+    assert calls[0].command == "rg -F 'Quorn Zebedee' corpus.jsonl | wc -l" and calls[0].payload["stdout"] == "0\n"
+    assert calls[1].think.startswith(offline.ZERO_COUNT_DRAFTS)
+    assert "another name from the question: 'Moon Garden'" in calls[1].think and "Moon Garden" in calls[1].command
+    assert len({t.command for t in calls}) == len(calls)
+    # at rate 0 (the default) no count opens the trajectory; a question whose names are all in the corpus
+    # (or whose verified search is not a name it writes) gets none at rate 1 either
+    short = process_question(item, tutor, planner, tool, **rates)
+    assert short.accepted and not short.turns[0].command.endswith("| wc -l")
+    plain = process_question(_item(HOTPOT_BRIDGE), tutor, planner, tool, other_name_rate=1.0, **rates)
+    assert plain.accepted and not any(t.command and t.command.endswith("| wc -l") for t in plain.turns)
+    assert absent_name_count(item.question, "rg -F 'Velmont' corpus.jsonl | head -n 3", tool) is None
+
+
 def _payload(tool, command):
     return tool(command)
 

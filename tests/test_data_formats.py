@@ -169,6 +169,13 @@ def test_support_rule_hops_comparisons_and_yes_no() -> None:
     assert finder.in_corpus(["nope", "20 march 851"]) and not finder.in_corpus(["Nowhere Land"])
     # a generic title ("Some river": no capitalised later word) never names a question entity
     assert not finder.supports("Which film mentions some river?", ["1932"])
+    # the gold answer a fuller form of one compared name: still a choice that needs both in the corpus
+    finder = _toy_finder(passages + [("Blind Shaft", "The Blind Shaft film won a Silver Bear.")],
+                         ["1932", "The Blind Shaft film"])
+    assert not finder.supports("Which came first, Blind Shaft or Titanic?", ["The Blind Shaft film"])
+    assert finder.supports("Which came first, Blind Shaft or The Mask of Fu Manchu?", ["The Blind Shaft film"])
+    # without an "or" a fuller answer is no comparison: a one-title question keeps the 1-hop rule
+    assert finder.supports("What won a Silver Bear, Blind Shaft?", ["The Blind Shaft film"])
 
 
 def test_import_links_jsonl_converts_tsv_and_copies_benchmarks(tmp_path: Path) -> None:

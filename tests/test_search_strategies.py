@@ -194,6 +194,18 @@ def test_blind_guesses_read_names_off_the_question_alone(question, avoid, expect
     assert blind_guesses(question, avoid) == expected
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Are both magazines, the Woman's Viewpoint and Pick Me Up, British publications?", ["Pick Me Up", "British"]),
+    ("What pantheon is the God of the underworld in ancient Egypt a part of?", ["Egypt"]),
+    ("Name the mother of Edward Stafford, who was the daughter of Henry Percy?", ["Edward Stafford", "Henry Percy"]),
+    ("This team originally based in Gothais sponsered by Germany's best selling beer?", ["Gothais", "Germany"]),
+])
+def test_question_names_keep_the_guesses_that_read_as_names(question, expected):
+    from grepseek_lib.coldstart.searches import question_names
+
+    assert question_names(question, "Woman's Viewpoint") == expected
+
+
 def test_a_blind_guess_that_printed_nothing_is_widened_step_by_step(tmp_path):
     """The agent's first search is a guess read off the question; when it prints nothing the next one adds
     -i, then falls back to the name the passage holds, each thought saying what changed."""

@@ -16,6 +16,7 @@ from grepseek_lib.agent.actions import format_gate, render_turn
 from grepseek_lib.coldstart.chain import (
     DETOUR_RATE,
     MAX_ATTEMPTS,
+    OTHER_NAME_RATE,
     PROBE_RATE,
     ZERO_COUNT_RATE,
     ToolFn,
@@ -104,7 +105,8 @@ def coherence(item: Item, turns: list[Turn], facts: list[str], evidence_ids: set
 def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *, seed: int = 0,
                      max_attempts: int = MAX_ATTEMPTS, probe_rate: float = PROBE_RATE,
                      max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget_rate: float = FILL_BUDGET_RATE,
-                     detour_rate: float = DETOUR_RATE, zero_count_rate: float = ZERO_COUNT_RATE) -> Outcome:
+                     detour_rate: float = DETOUR_RATE, zero_count_rate: float = ZERO_COUNT_RATE,
+                     other_name_rate: float = OTHER_NAME_RATE) -> Outcome:
     """Decompose, chain, assemble, check, accept: one question, deterministic for a (seed, id).
 
     With probability `fill_budget_rate` (and when the chain has enough real commands) the trajectory is
@@ -143,7 +145,8 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
                 if full.accepted:
                     return full
         turns = assemble(item, chain, tutor, planner, tool, rng, probe_rate=probe_rate, detour_rate=detour_rate,
-                         zero_count_rate=zero_count_rate, max_tool_calls=max_tool_calls)
+                         zero_count_rate=zero_count_rate, other_name_rate=other_name_rate,
+                         max_tool_calls=max_tool_calls)
     except TeacherError as exc:
         return Outcome(False, "assemble", f"teacher:{exc}"[:200], commands_run=commands_run, plans_tried=tried)
     return _judge(item, turns, facts, evidence_ids, max_tool_calls, common)

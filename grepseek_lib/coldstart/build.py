@@ -17,7 +17,7 @@ from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.agent.loop import corpus_lines
 from grepseek_lib.coldstart import export
 from grepseek_lib.coldstart.accept import FILL_BUDGET_RATE, process_question
-from grepseek_lib.coldstart.chain import DETOUR_RATE, PROBE_RATE, ZERO_COUNT_RATE
+from grepseek_lib.coldstart.chain import DETOUR_RATE, OTHER_NAME_RATE, PROBE_RATE, ZERO_COUNT_RATE
 from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
 from grepseek_lib.coldstart.roles import Item, LLMPlanner, LLMTutor, Planner, TeacherClient, Tutor
 from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE
@@ -48,6 +48,7 @@ class ColdStartSettings:
     fill_budget_rate: float = FILL_BUDGET_RATE
     detour_rate: float = DETOUR_RATE
     zero_count_rate: float = ZERO_COUNT_RATE
+    other_name_rate: float = OTHER_NAME_RATE
     blind_guess_rate: float = BLIND_GUESS_RATE
     max_hops: int = 3
     dev_percent: float = 10.0
@@ -121,7 +122,8 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
     for item in bar:
         outcome = process_question(item, tutor, planner, tool, seed=settings.seed, probe_rate=settings.probe_rate,
                                    fill_budget_rate=settings.fill_budget_rate, detour_rate=settings.detour_rate,
-                                   zero_count_rate=settings.zero_count_rate)
+                                   zero_count_rate=settings.zero_count_rate,
+                                   other_name_rate=settings.other_name_rate)
         record = export.make_record(item, outcome, n_lines, max_obs_tokens=tool.max_obs_tokens)
         export.append_record(records_path, record)
         done[(item.source, item.id)] = record

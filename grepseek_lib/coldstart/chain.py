@@ -24,8 +24,16 @@ from grepseek_lib.coldstart.roles import (
     TeacherError,
     Tutor,
 )
+from grepseek_lib.coldstart.searches import Search, question_names
 from grepseek_lib.coldstart.strategies import count_command
-from grepseek_lib.coldstart.verify import Verdict, leaked, output_passages, verify_output
+from grepseek_lib.coldstart.verify import (
+    Verdict,
+    command_patterns,
+    contains,
+    leaked,
+    output_passages,
+    verify_output,
+)
 from grepseek_lib.shell.types import Refused
 
 #: Attempts per hop (paper: up to 6, widening after empty output).
@@ -42,6 +50,13 @@ WIDEN_TWICE_RATE = 0.5
 #: a count of 0 answered by a different search. Off by default: at 0.5 the SFT model still repeated commands
 #: (35/50 held-out episodes vs 36/50) and passed the format gate less often (36/50 vs 48/50).
 ZERO_COUNT_RATE = 0.0
+#: Share of first hops that open with a count on another name the question gives which no corpus line holds
+#: (a real count of 0), then search the name the Tutor verified. At inference the first name a question
+#: gives is often absent from the mini-wiki, and a policy that never saw a count of 0 answered by another
+#: name from the question reads the same empty search and answers from nothing.
+OTHER_NAME_RATE = 0.0
+#: Names read off the question that are tried (each one a count) before giving the opener up.
+OTHER_NAME_TRIES = 3
 
 ToolFn = Callable[[str], dict]
 
@@ -135,6 +150,26 @@ def detours(chain: ChainResult, index: int) -> list[str]:
                               if a.reason not in ("ok", "leak", "refused") and a.command != hop.command))
 
 
+def absent_name_count(question: str, command: str, tool: ToolFn) -> tuple[str, dict] | None:
+    """A count (run for real, printing 0) on a name the question gives that no corpus line holds, other than
+    the anchor of the verified `command` and not overlapping it; None when the anchor is not written in the
+    question (the next thought could not call it another name from the question) or every name is there."""
+    try:
+        patterns = command_patterns(command)
+    except Refused:
+        return None
+    anchor = patterns[0].strip('"').rstrip(" (") if patterns else ""
+    if not anchor or not contains(question, anchor):
+        return None
+    names = [n for n in question_names(question, anchor) if not contains(n, anchor) and not contains(anchor, n)]
+    for name in names[:OTHER_NAME_TRIES]:
+        probe = count_command(Search(name).render())
+        payload = tool(probe)
+        if payload.get("exit_code") == 0 and (payload.get("stdout") or "").strip() == "0":
+            return probe, payload
+    return None
+
+
 def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CALLS) -> bool:
     """Whether the chain has enough real commands (dead ends + a count per hop) to spend the whole budget."""
     extra = sum(len(detours(chain, i)) + bool(count_command(chain.hops[i].command)) for i in chain.hops)
@@ -143,11 +178,12 @@ def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CA
 
 def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn, rng: random.Random,
              *, probe_rate: float = PROBE_RATE, detour_rate: float = DETOUR_RATE,
-             zero_count_rate: float = ZERO_COUNT_RATE, max_tool_calls: int = config.MAX_TOOL_CALLS,
-             fill_budget: bool = False) -> list[Turn]:
+             zero_count_rate: float = ZERO_COUNT_RATE, other_name_rate: float = OTHER_NAME_RATE,
+             max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget: bool = False) -> list[Turn]:
     """The trajectory in forward order: per hop an optional dead end (`detour_rate`; run as a count of 0
-    with `zero_count_rate`) and count (`probe_rate`), then the verified command; then the answer written by
-    the Planner from the trace.
+    with `zero_count_rate`; on the first hop, with `other_name_rate`, a count of 0 on another name from the
+    question instead) and count (`probe_rate`), then the verified command; then the answer written by the
+    Planner from the trace.
 
     `fill_budget` spends every spare tool call: each hop first replays its dead ends, then counts, then
     reads. Such a trajectory meets the budget message and answers after it, a turn the agent must know
@@ -168,6 +204,15 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
             if dead_ends and rng.random() < detour_rate:
                 replayed = 2 if rng.random() < WIDEN_TWICE_RATE else 1
             dead_ends = dead_ends[:replayed]
+        opener = None
+        # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
+        if index == 0 and other_name_rate > 0 and spare > 0 and rng.random() < other_name_rate:
+            opener = absent_name_count(item.question, verified.command, tool)
+        if opener is not None:
+            spare, dead_ends = spare - 1, []
+            draft = planner.draft(item, history, rng)
+            turns.append(Turn(tutor.edit(item, draft, opener[0], history, hop, rng), *opener, probe=True))
+            history.append(Observed(*opener, probe=True, dead_end=True))
         for command in dead_ends:
             if spare <= 0:
                 break

@@ -8,6 +8,7 @@ from grepseek_lib import config
 from grepseek_lib.agent.models import load_tokenizer
 from grepseek_lib.checks import fraction, model_name, positive, writable_dir
 from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
+from grepseek_lib.coldstart.chain import OTHER_NAME_RATE
 from grepseek_lib.coldstart.export import format_table
 from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE
 from grepseek_lib.errors import UserError
@@ -48,6 +49,9 @@ def register(subparsers) -> None:
     cs.add_argument("--zero-count-rate", type=float, default=0.0,
                     help="share of replayed searches that printed nothing which are replayed as a count "
                          "(`| wc -l` prints 0), so the agent learns that a count of 0 calls for a different search")
+    cs.add_argument("--other-name-rate", type=float, default=OTHER_NAME_RATE,
+                    help="share of first hops that open with a count of 0 on a name from the question the corpus "
+                         "lacks, then search the name that verified (default: %(default)s)")
     cs.add_argument("--blind-guess-rate", type=float, default=BLIND_GUESS_RATE,
                     help="share of hops from the question that first try a name read off the question alone "
                          "(answer-blind, often printing nothing), widened by execution (default: %(default)s)")
@@ -63,7 +67,7 @@ def _check_args(args) -> Path:
     positive("--max-obs-tokens", args.max_obs_tokens)
     fraction("--dev-percent", args.dev_percent, 100)
     for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate", "--zero-count-rate",
-                 "--blind-guess-rate"):
+                 "--other-name-rate", "--blind-guess-rate"):
         fraction(flag, getattr(args, flag[2:].replace("-", "_")))
     if not 1 <= args.max_hops <= 5:
         raise UserError(f"--max-hops must be between 1 and 5, got {args.max_hops}")
@@ -84,7 +88,7 @@ def coldstart_command(args) -> int:
     teacher = Teacher(args.teacher, args.base_url, args.model, args.api_key, args.max_new_tokens)
     settings = ColdStartSettings(seed=args.seed, probe_rate=args.probe_rate, fill_budget_rate=args.fill_budget_rate,
                                  detour_rate=args.detour_rate, zero_count_rate=args.zero_count_rate,
-                                 blind_guess_rate=args.blind_guess_rate,
+                                 other_name_rate=args.other_name_rate, blind_guess_rate=args.blind_guess_rate,
                                  max_hops=args.max_hops, dev_percent=args.dev_percent, timeout=args.timeout,
                                  max_obs_tokens=args.max_obs_tokens)
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]

@@ -34,6 +34,7 @@ from grepseek_lib.coldstart.verify import (
     words,
 )
 from grepseek_lib.data.formats import passage_title_text
+from grepseek_lib.shell.types import Refused
 
 _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 #: A sentence ends at . ! ? before a capital, but not after an initial ("E. B. White") or a title ("St.").
@@ -317,11 +318,23 @@ class OfflineTutor:
                                          "The output says \"{q}\"")).format(q=quote))
                 parts.append(rng.choice(("So {a} is the link to follow.", "{a} is the entity to look up next.",
                                          "Next I need the passage about {a}.")).format(a=anchor))
-        if history and history[-1].dead_end and not history[-1].probe and command in self.known:
-            printed = bool((history[-1].payload.get("stdout") or "").strip())
-            parts.append(change_reason(self.known.get(history[-1].command), self.known[command], printed, rng))
+        if history and history[-1].dead_end and command in self.known:
+            last = history[-1]
+            output = (last.payload.get("stdout") or "").strip()
+            printed = bool(output) and not (last.probe and output == "0")
+            parts.append(change_reason(self._search_of(last.command), self.known[command], printed, rng))
         parts.append(motivation(command, patterns, rng))
         return " ".join(p for p in parts if p)
+
+    def _search_of(self, command: str) -> Search | None:
+        """The search behind a command: the one proposed, or for a count the name it counted."""
+        if command in self.known or not command.endswith("| wc -l"):
+            return self.known.get(command)
+        try:
+            patterns = command_patterns(command)
+        except Refused:
+            return None
+        return Search(patterns[0]) if patterns else None
 
 
 class OfflinePlanner:

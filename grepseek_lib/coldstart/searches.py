@@ -33,6 +33,7 @@ _QUESTION_WORDS = frozenset("what who whom whose which when where why how is are
                             "since while with".split())
 _TOKEN = re.compile(r"[^\W_]+(?:['.\-][^\W_]+)*\.?")
 _QUOTED = re.compile(r'"([^"]{3,80})"')
+_CLAUSE_BREAK = re.compile(r'[,;:?!()"]')
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,21 @@ def blind_guesses(question: str, avoid: str) -> list[str]:
     keep = [g for g in dict.fromkeys(guesses)
             if len(g) >= 4 and words(g) != words(avoid) and any(w not in _QUESTION_WORDS for w in words(g))]
     return sorted(keep, key=lambda g: -len(g))
+
+
+def question_names(question: str, avoid: str) -> list[str]:
+    """The guesses of `blind_guesses` that read as a name, one clause at a time (a name never spans a
+    comma): capitalized words with linking words inside, not opening with a question word or "Name"
+    ("Name the mother" is an instruction). Longest first."""
+    names = []
+    for clause in _CLAUSE_BREAK.split(question):
+        for guess in blind_guesses(clause, avoid):
+            parts = guess.split()
+            if parts[0].lower() in _QUESTION_WORDS | {"name"}:
+                continue
+            if all(w[:1].isupper() or w[:1].isdigit() or w.lower() in _LINKING for w in parts):
+                names.append(guess)
+    return sorted(dict.fromkeys(names), key=lambda g: -len(g))
 
 
 def _span(question: str, tokens: list[tuple[str, int]], first: int, last: int) -> str:

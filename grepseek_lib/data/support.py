@@ -177,7 +177,8 @@ class SupportFinder:
             return False
         norm_answers = {normalize_text(a) for a in answers} - {""}
         q_text = f" {' '.join(q_tokens)} "
-        if norm_answers & YES_NO or any(f" {a} " in q_text for a in norm_answers):
+        if norm_answers & YES_NO or any(f" {a} " in q_text for a in norm_answers) \
+                or (" or " in q_text and _answer_names_one(named, norm_answers)):
             return len(named) >= 2
         answer_pids = {pid for a in norm_answers for pid in self.answer_hits.get(a, ())}
         named_pids = {pid for t in named for pid in self.corpus.by_title[t]}
@@ -197,6 +198,13 @@ class SupportFinder:
     def passage_has_answer(self, pid: int, answers: Iterable[str]) -> bool:
         tokens = self.corpus.tokens[pid]
         return bool(PhraseIndex(normalize_text(a) for a in answers).find(tokens))
+
+
+def _answer_names_one(named: set[str], answers: set[str]) -> bool:
+    """Whether a gold answer is a fuller form of a multi-word name the question gives ("Adeline Virginia
+    Woolf" for "Emma Bull or Virginia Woolf?"); with an "or" in the question, a choice between names, which
+    needs both in the corpus (the answer alone says nothing of the other)."""
+    return any(" " in t and f" {t} " in f" {a} " for t in named for a in answers)
 
 
 def _as_names(titles: set[str], question: str) -> set[str]:
