@@ -27,6 +27,7 @@ teacher = "offline"  # offline (annotations, no LLM) or openai (a Tutor/Planner 
 teacher_base_url = None  # openai teacher: the OpenAI-compatible server, e.g. http://host:8000/v1 (vLLM serve)
 teacher_model = None  # openai teacher: the served model name (None: the one the server serves)
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
+max_new_tokens = 192  # the per-turn cap of GRPO and eval: checked against the longest trajectory turn
 seed = 0
 
 # %%
@@ -35,6 +36,7 @@ import pandas as pd
 from grepseek_lib import notebook, runfolder
 from grepseek_lib.agent.models import load_tokenizer
 from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
+from grepseek_lib.coldstart.export import turn_cap_warning
 from grepseek_lib.eval import plots
 
 STAGE = "02_cold_start"
@@ -48,6 +50,8 @@ result = build_coldstart(splits, out_dir, corpus=data_dir / "corpus.jsonl", shar
                          teacher=Teacher(teacher, base_url=teacher_base_url, model=teacher_model),
                          settings=ColdStartSettings(seed=seed, max_obs_tokens=max_obs_tokens))
 print(f"{result.processed} questions processed, {result.resumed} resumed, in {result.wall_s:.1f} s")
+print("tokens per assistant turn:", result.report["all"].get("assistant_turn_tokens"))
+print(turn_cap_warning(result.report, max_new_tokens) or f"every turn fits max_new_tokens {max_new_tokens}")
 
 # %% [markdown]
 # ## Acceptance per dataset

@@ -99,6 +99,22 @@ def test_refused_command_is_an_observation_not_a_crash(tool):
     assert traj.turns[0].observation["exit_code"] == 126
 
 
+def test_a_command_run_before_is_refused_with_a_reason_and_costs_a_call(tool):
+    q, other = "Which river flows through Paris?", "Where is Mount Everest?"
+    search = "rg -F 'Seine river' corpus.jsonl | head -n 3"
+    backend = ScriptedBackend({q: [call(search), call(search + " "), call("rg -F -i 'Seine' corpus.jsonl"),
+                                   answer("Seine")],
+                               other: [call("rg -c -F Everest corpus.jsonl"), call(search), answer("Nepal")]})
+    traj, elsewhere = run_batch([q, other], backend, tool)
+    first, again, wider = (t.observation for t in traj.turns[:3])
+    assert first["stdout"] == "" and first["exit_code"] == 0  # head exits 0 on no input
+    assert again["exit_code"] == 126 and again["stdout"] == "" and again["command"] == search
+    assert again["stderr"].startswith("refused: this exact command was already tool call 1")
+    assert "-i" in again["stderr"] and traj.turns[1].tool_s == 0.0
+    assert "Seine" in wider["stdout"] and traj.tool_calls == 3
+    assert elsewhere.turns[1].observation["stderr"] == ""  # another episode's history does not count
+
+
 def test_one_malformed_action_gets_a_format_error_observation(tool):
     q = "q"
     backend = ScriptedBackend({q: ["I think it is Paris.", call("rg -c Paris corpus.jsonl"),

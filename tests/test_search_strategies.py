@@ -206,21 +206,28 @@ def test_question_names_keep_the_guesses_that_read_as_names(question, expected):
     assert question_names(question, "Woman's Viewpoint") == expected
 
 
-def test_a_blind_guess_that_printed_nothing_is_widened_step_by_step(tmp_path):
-    """The agent's first search is a guess read off the question; when it prints nothing the next one adds
-    -i, then falls back to the name the passage holds, each thought saying what changed."""
+def _director_question_calls(corpus, tutor, planner):
+    """The tool calls of one accepted trajectory per seed, for a question whose name the corpus writes
+    shorter ("Moon Garden"), every dead end replayed."""
     from grepseek_lib.shell.tool import ShellTool
 
-    corpus = _write_corpus(tmp_path / "corpus.jsonl")
-    tutor, planner = _roles(corpus)
-    tutor.blind_guess_rate = 1.0
     row = {**HOTPOT_BRIDGE, "question": "In which town was the director of Moon Garden Pictures born?"}
-    seen_twice = False
     for seed in range(6):
         outcome = process_question(_item(row), tutor, planner, ShellTool(corpus, timeout=20), seed=seed,
                                    probe_rate=0.0, fill_budget_rate=0.0, detour_rate=1.0)
         assert outcome.accepted, (seed, outcome.stage, outcome.reason)
-        calls = [t for t in outcome.turns if t.command]
+        yield [t for t in outcome.turns if t.command]
+
+
+def test_a_blind_guess_that_printed_nothing_is_widened_step_by_step(tmp_path):
+    """The agent's first search is a guess read off the question; when it prints nothing the next one adds
+    -i, then falls back to the name the passage holds, each thought saying what changed."""
+
+    corpus = _write_corpus(tmp_path / "corpus.jsonl")
+    tutor, planner = _roles(corpus)
+    tutor.blind_guess_rate = 1.0
+    seen_twice = False
+    for calls in _director_question_calls(corpus, tutor, planner):
         commands = [t.command for t in calls]
         assert commands[0].split(" ", 1)[1].startswith("-F 'Moon Garden Pictures' ")
         assert calls[0].payload["stdout"] == ""
@@ -238,8 +245,37 @@ def test_the_blind_guess_rate_reaches_the_offline_tutor_and_is_off_by_default():
     from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE
 
     assert BLIND_GUESS_RATE == 0.0 and ColdStartSettings().blind_guess_rate == 0.0
-    tutor, _ = make_roles(Teacher(), {}, 3, blind_guess_rate=0.7)
-    assert tutor.blind_guess_rate == 0.7
+    tutor, _ = make_roles(Teacher(), {}, ColdStartSettings(blind_guess_rate=0.7, phrase_first_rate=0.4))
+    assert tutor.blind_guess_rate == 0.7 and tutor.phrase_first_rate == 0.4
+
+
+def test_the_question_words_before_a_name_make_a_phrase_that_widens_back_to_it():
+    from grepseek_lib.coldstart.searches import phrase_before
+
+    assert phrase_before("If Gallu is a demon Lilu is what?", "Lilu") == "demon Lilu"
+    assert phrase_before("Who was the director of Moon Garden Pictures?", "Moon Garden Pictures") == \
+        "director of Moon Garden Pictures"
+    assert phrase_before("Where was the wife of moon garden pictures born?", "Moon Garden Pictures") == \
+        "wife of Moon Garden Pictures"
+    assert phrase_before("Moon Garden Pictures made what?", "Moon Garden Pictures") is None
+    assert phrase_before("Born in Paris, Moon Garden Pictures did what?", "Moon Garden Pictures") is None
+    assert phrase_before("Is it the one of Moon Garden Pictures?", "Moon Garden Pictures") is None
+    assert phrase_before("Who founded it?", "Moon Garden Pictures") is None
+    assert phrase_before("Are Nolan and Moon Garden Pictures both studios?", "Moon Garden Pictures") is None
+
+
+def test_a_question_phrase_that_printed_nothing_is_widened_back_to_the_name(tmp_path):
+
+    corpus = _write_corpus(tmp_path / "corpus.jsonl")
+    tutor, planner = _roles(corpus)
+    tutor.phrase_first_rate = 1.0
+    widened = 0
+    for calls in _director_question_calls(corpus, tutor, planner):
+        commands = [t.command for t in calls]
+        assert "'director of Moon Garden'" in commands[0] and calls[0].payload["stdout"] == ""
+        assert len(set(commands)) == len(commands)
+        widened += any("fewer words: 'Moon Garden'" in t.think for t in calls[1:])
+    assert widened
 
 
 def test_episode_shapes_name_each_move_and_count_the_common_ones():

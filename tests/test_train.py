@@ -218,6 +218,8 @@ def test_shell_environment_counts_calls_per_rollout(world):
     assert json.loads(second.split("\n\n")[0])["stdout"] == "1\n"
     env.reset(prompt=[], golds=["x"], id="0")
     assert budget_message(2) not in env.shell("wc -l corpus.jsonl")  # a new rollout starts from zero
+    repeat = json.loads(env.shell(" wc -l corpus.jsonl").split("\n\n")[0])  # the same call again
+    assert repeat["exit_code"] == 126 and repeat["stdout"] == "" and "tool call 1" in repeat["stderr"]
 
 
 def test_grpo_real_steps_checkpoint_resume_and_save(world, tmp_path):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import parse_action
-from grepseek_lib.agent.prompt import ToolBudget, format_error_message, initial_messages
+from grepseek_lib.agent.prompt import ToolBudget, format_error_message, initial_messages, repeat_payload
 from grepseek_lib.agent.trajectory import Trajectory, Turn
 from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.tool import observation_text
@@ -103,6 +103,15 @@ def _run_tools(tool, commands: list[str], workers: int) -> list[tuple[dict, floa
         return list(pool.map(one, commands))
 
 
+def _run_new(tool, work: list[tuple[_Episode, Turn]], workers: int) -> list[tuple[dict, float]]:
+    """This turn's calls: each command its episode ran before gets `repeat_payload` (0 s), the rest run."""
+    earlier = [ep.budget.earlier_call(turn.action.command) for ep, turn in work]
+    fresh = iter(_run_tools(tool, [turn.action.command for (_, turn), e in zip(work, earlier, strict=True) if e is None],
+                            workers))
+    return [next(fresh) if e is None else (repeat_payload(turn.action.command, e), 0.0)
+            for (_, turn), e in zip(work, earlier, strict=True)]
+
+
 @contextmanager
 def episode_progress(total: int, desc: str) -> Iterator[Callable[[Trajectory, Turn], None]]:
     """A progress bar of finished episodes; yields the `on_turn` callback for `run_batch` that advances it."""
@@ -162,10 +171,9 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
                 ep.messages.append({"role": "assistant", "content": action.text})
                 tool_work.append((ep, turn))
 
-        results = _run_tools(tool, [turn.action.command for _, turn in tool_work], tool_workers)
-        for (ep, turn), (payload, seconds) in zip(tool_work, results, strict=True):
+        for (ep, turn), (payload, seconds) in zip(tool_work, _run_new(tool, tool_work, tool_workers), strict=True):
             turn.observation, turn.tool_s = payload, seconds
-            turn.observation_text = ep.budget.observe(observation_text(payload))
+            turn.observation_text = ep.budget.observe(observation_text(payload), turn.action.command)
             ep.errors_in_row = 0
             ep.messages.append({"role": "tool", "content": turn.observation_text})
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import render_tool_call, render_turn
-from grepseek_lib.shell.policy import ALLOWED_PROGRAMS
+from grepseek_lib.shell.policy import ALLOWED_PROGRAMS, refused_result
 from grepseek_lib.shell.tool import make_payload, observation_text
 from grepseek_lib.shell.types import RunResult
 
@@ -125,9 +125,18 @@ def with_budget_note(observation: str, max_tool_calls: int) -> str:
     return f"{observation}\n\n{budget_message(max_tool_calls)}"
 
 
+def repeat_payload(command: str, earlier_call: int) -> dict:
+    """The observation of a command the episode already ran: not run again (the corpus is read-only, so it
+    would print the same), refused with a reason that says what to change."""
+    reason = (f"this exact command was already tool call {earlier_call} and would print the same again; "
+              "change the search: fewer words, -i, a shorter phrase, or another name from the question")
+    return make_payload(command, refused_result(reason))
+
+
 @dataclass
 class ToolBudget:
-    """One episode's tool calls: the observation of the last allowed call carries the budget note.
+    """One episode's tool calls: the observation of the last allowed call carries the budget note, and a
+    command run before is refused instead of run again (`repeat_payload`).
 
     The agent loop, the cold-start export and GRPO's rollout environment each keep one per episode, so the
     note lands on the same call, in the same words, in every conversation the policy sees.
@@ -135,15 +144,29 @@ class ToolBudget:
 
     max_tool_calls: int
     calls: int = 0
+    commands: list[str] = field(default_factory=list)
 
     @property
     def spent(self) -> bool:
         return self.calls >= self.max_tool_calls
 
-    def observe(self, observation: str) -> str:
-        """Count one executed call; return the text its tool message holds."""
+    def earlier_call(self, command: str) -> int | None:
+        """The 1-based number of an earlier call that ran exactly `command` (outer whitespace aside)."""
+        stripped = command.strip()
+        return next((i + 1 for i, c in enumerate(self.commands) if c == stripped), None)
+
+    def observe(self, observation: str, command: str | None = None) -> str:
+        """Count one call (of `command`, remembered for `earlier_call`); return the text its tool message holds."""
         self.calls += 1
+        if command is not None:
+            self.commands.append(command.strip())
         return with_budget_note(observation, self.max_tool_calls) if self.calls == self.max_tool_calls else observation
+
+    def run(self, command: str, tool) -> tuple[dict, str]:
+        """Run `command` with `tool` unless the episode ran it before; returns (payload, tool message text)."""
+        earlier = self.earlier_call(command)
+        payload = tool(command) if earlier is None else repeat_payload(command, earlier)
+        return payload, self.observe(observation_text(payload), command)
 
 
 def budget_noted(message: dict) -> bool:

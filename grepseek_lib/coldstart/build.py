@@ -20,7 +20,7 @@ from grepseek_lib.coldstart.accept import FILL_BUDGET_RATE, process_question
 from grepseek_lib.coldstart.chain import DETOUR_RATE, OTHER_NAME_RATE, PROBE_RATE, ZERO_COUNT_RATE
 from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
 from grepseek_lib.coldstart.roles import Item, LLMPlanner, LLMTutor, Planner, TeacherClient, Tutor
-from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE
+from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE, PHRASE_FIRST_RATE
 from grepseek_lib.data.formats import benchmark_path, iter_corpus, load_benchmark
 from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.open import open_tool, resolve_corpus
@@ -50,6 +50,7 @@ class ColdStartSettings:
     zero_count_rate: float = ZERO_COUNT_RATE
     other_name_rate: float = OTHER_NAME_RATE
     blind_guess_rate: float = BLIND_GUESS_RATE
+    phrase_first_rate: float = PHRASE_FIRST_RATE
     max_hops: int = 3
     dev_percent: float = 10.0
     timeout: float = config.DEFAULT_TIMEOUT_S
@@ -87,14 +88,14 @@ def gold_passages(corpus: Path, items: list[Item]) -> dict[str, str]:
     return found
 
 
-def make_roles(teacher: Teacher, passages: dict[str, str], max_hops: int,
-               blind_guess_rate: float = BLIND_GUESS_RATE) -> tuple[Tutor, Planner]:
+def make_roles(teacher: Teacher, passages: dict[str, str], settings: ColdStartSettings) -> tuple[Tutor, Planner]:
     if teacher.kind == "offline":
-        return OfflineTutor(passages, max_hops=max_hops, blind_guess_rate=blind_guess_rate), OfflinePlanner()
+        return OfflineTutor(passages, max_hops=settings.max_hops, blind_guess_rate=settings.blind_guess_rate,
+                            phrase_first_rate=settings.phrase_first_rate), OfflinePlanner()
 
     kw = {k: v for k, v in (("base_url", teacher.base_url), ("api_key", teacher.api_key)) if v is not None}
     client = TeacherClient(make_backend("openai", teacher.model, **kw), max_new_tokens=teacher.max_new_tokens)
-    return LLMTutor(client, max_hops=max_hops), LLMPlanner(client)
+    return LLMTutor(client, max_hops=settings.max_hops), LLMPlanner(client)
 
 
 def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None, shards: Path | None = None,
@@ -115,7 +116,7 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
     done = export.load_records(records_path)
     todo = [item for item in items if (item.source, item.id) not in done]
     passages = gold_passages(corpus, todo) if teacher.kind == "offline" else {}
-    tutor, planner = make_roles(teacher, passages, settings.max_hops, settings.blind_guess_rate)
+    tutor, planner = make_roles(teacher, passages, settings)
     began = time.perf_counter()
     accepted = 0
     bar = progress_bar(todo, desc="coldstart", unit="q", disable=not progress)
@@ -132,6 +133,8 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
     ordered = [done[(item.source, item.id)] for item in items if (item.source, item.id) in done]
     sizes = export.export(out, ordered, settings.dev_percent)
     report = export.stats(ordered)
+    if tokenizer is not None:
+        report["all"]["assistant_turn_tokens"] = export.turn_tokens(ordered, tokenizer)
     (out / STATS).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return ColdStartResult(out, report, sizes, len(todo), len(items) - len(todo),
                            time.perf_counter() - began, ordered)

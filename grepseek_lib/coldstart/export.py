@@ -38,7 +38,7 @@ def to_messages(item: Item, outcome: Outcome, n_lines: int, max_tool_calls: int 
     for turn in outcome.turns:
         messages.append({"role": "assistant", "content": render_turn(turn.think, turn.command, turn.answer)})
         if turn.command is not None:
-            messages.append({"role": "tool", "content": budget.observe(observation_text(turn.payload))})
+            messages.append({"role": "tool", "content": budget.observe(observation_text(turn.payload), turn.command)})
     return messages
 
 
@@ -160,6 +160,26 @@ def stats(ordered: list[dict]) -> dict[str, Any]:
     return report
 
 
+def turn_tokens(ordered: list[dict], tokenizer: Any) -> dict[str, int]:
+    """Tokens per assistant turn of the accepted trajectories: the per-turn generation cap
+    (`max_new_tokens`) must hold the longest, or the trained agent is cut mid-call."""
+    sizes = sorted(len(tokenizer(m["content"])["input_ids"]) for r in ordered if r["accepted"]
+                   for m in r["messages"] if m["role"] == "assistant")
+    if not sizes:
+        return {}
+    return {"median": sizes[len(sizes) // 2], "p99": sizes[min(len(sizes) - 1, len(sizes) * 99 // 100)],
+            "max": sizes[-1]}
+
+
+def turn_cap_warning(report: dict[str, Any], max_new_tokens: int) -> str | None:
+    """One line when the per-turn cap would cut trajectories the policy is trained on, else None."""
+    sizes = report.get("all", {}).get("assistant_turn_tokens") or {}
+    if sizes.get("max", 0) <= max_new_tokens:
+        return None
+    return (f"warning: max_new_tokens {max_new_tokens} is below the longest cold-start turn ({sizes['max']} tokens,"
+            f" p99 {sizes['p99']}): the trained agent will be cut mid-call; raise max_new_tokens")
+
+
 def format_table(report: dict[str, Any]) -> str:
     head = f"{'dataset':<16}{'n':>5}{'accepted':>10}{'rate':>8}{'calls':>7}  " + " ".join(f"{s[:8]:>9}" for s in STAGES)
     lines = [head, "-" * len(head)]
@@ -176,4 +196,7 @@ def format_table(report: dict[str, Any]) -> str:
             top.update(row["rejections"])
     if top:
         lines.append("rejections: " + ", ".join(f"{k} {v}" for k, v in top.most_common(8)))
+    sizes = report.get("all", {}).get("assistant_turn_tokens")
+    if sizes:
+        lines.append("tokens per assistant turn: " + ", ".join(f"{k} {v}" for k, v in sizes.items()))
     return "\n".join(lines)

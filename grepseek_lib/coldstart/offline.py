@@ -17,12 +17,14 @@ from grepseek_lib.coldstart.roles import Item, Observed, StepContext, SubQuestio
 from grepseek_lib.coldstart.searches import (
     BLIND_GUESS_RATE,
     FIRST_SEARCH_WEIGHTS,
+    PHRASE_FIRST_RATE,
     STOPWORDS,
     Search,
     blind_guesses,
     change_reason,
     first_searches,
     motivation,
+    phrase_before,
 )
 from grepseek_lib.coldstart.strategies import STRATEGIES
 from grepseek_lib.coldstart.verify import (
@@ -41,6 +43,8 @@ _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bMrs\.)(?<!\bNo\.)"
                            r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _REF = re.compile(r"#(\d+)")
+#: Longest quote a thought carries: with 240 one turn in five ran past the 128 tokens a turn may take.
+QUOTE_CHARS = 160
 #: What the Planner thinks after a search printed nothing: never the same command again.
 EMPTY_OUTPUT_DRAFTS = ("That search printed nothing, and the same command would print nothing again, so I change it.",
                        "No line matched: the corpus does not write it that way. I try a different search.",
@@ -107,7 +111,7 @@ def sentences(text: str) -> list[str]:
     return [s.strip().replace('"', "'") for s in _SENTENCE_END.split(text) if s.strip()]
 
 
-def sentence_with(text: str, form: str, limit: int = 240) -> str | None:
+def sentence_with(text: str, form: str, limit: int = QUOTE_CHARS) -> str | None:
     """The sentence of `text` holding `form`, cut around it when long."""
     for sentence in sentences(text):
         if contains(sentence, form):
@@ -118,7 +122,7 @@ def sentence_with(text: str, form: str, limit: int = 240) -> str | None:
     return None
 
 
-def best_sentence(text: str, question: str, limit: int = 240) -> str | None:
+def best_sentence(text: str, question: str, limit: int = QUOTE_CHARS) -> str | None:
     """The sentence sharing the most content words with the question (what an answer-blind reader quotes)."""
     wanted = {w for w in words(question) if w not in STOPWORDS}
     scored = [(len(wanted & set(words(s))), -i, s) for i, s in enumerate(sentences(text))]
@@ -126,6 +130,14 @@ def best_sentence(text: str, question: str, limit: int = 240) -> str | None:
         return None
     best = max(scored)[2]
     return best if len(best) <= limit else best[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def quote_line(title: str, quote: str, rng: random.Random) -> str:
+    """A thought's one quote from a printed passage (two quotes a turn ran past the per-turn token cap)."""
+    if not title:
+        return f"The output says \"{quote}\""
+    return rng.choice((f"The passage on {title} says: \"{quote}\"", f"From {title}: \"{quote}\"",
+                       f"I found {title}: \"{quote}\""))
 
 
 def _bodies(observed: Observed) -> list[tuple[str, str]]:
@@ -151,10 +163,12 @@ def _body_text(observed: Observed) -> str:
 class OfflineTutor:
     """The answer-aware Tutor from annotations. `passages` maps corpus id -> contents (the gold ones)."""
 
-    def __init__(self, passages: dict[str, str], max_hops: int = 3, blind_guess_rate: float = BLIND_GUESS_RATE):
+    def __init__(self, passages: dict[str, str], max_hops: int = 3, blind_guess_rate: float = BLIND_GUESS_RATE,
+                 phrase_first_rate: float = PHRASE_FIRST_RATE):
         self.passages = passages
         self.max_hops = max_hops
         self.blind_guess_rate = blind_guess_rate
+        self.phrase_first_rate = phrase_first_rate
         self.known: dict[str, Search] = {}  # every command proposed -> its search (to say what changed)
 
     # -- decomposition
@@ -248,7 +262,7 @@ class OfflineTutor:
     # -- the chain
     def _searches(self, ctx: StepContext) -> list[Search]:
         """Searches in the order the Tutor tries them: often an answer-blind guess from the question
-        first (BLIND_GUESS_RATE), then the hop's first strategy drawn from FIRST_SEARCH_WEIGHTS, the other
+        first (BLIND_GUESS_RATE) or the question's words around the name (PHRASE_FIRST_RATE), then the hop's first strategy drawn from FIRST_SEARCH_WEIGHTS, the other
         strategies, then wider reads and other keywords."""
         step, rng = ctx.step, ctx.rng
         anchors = [ctx.anchor] if ctx.anchor else step.anchors
@@ -259,6 +273,9 @@ class OfflineTutor:
         # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
         if guesses and self.blind_guess_rate > 0 and rng.random() < self.blind_guess_rate:
             out.append(Search(rng.choice(guesses[:3]), head=rng.choice((3, 5)), fallback=anchors[0]))
+        elif anchors and not ctx.anchor and self.phrase_first_rate > 0 and rng.random() < self.phrase_first_rate:
+            phrase = phrase_before(ctx.item.question, anchors[0])
+            out += [Search(phrase, head=rng.choice((3, 5)), fallback=anchors[0])] if phrase else []
         for anchor in anchors:
             by_strategy = first_searches(anchor, step.gold_titles, kws, rng)
             out += by_strategy.pop(first, [])
@@ -313,9 +330,8 @@ class OfflineTutor:
         parts = [draft]
         if history and not history[-1].probe and anchor and not contains(draft, anchor):
             quote = sentence_with(_body_text(history[-1]), anchor)
-            if quote:
-                parts.append(rng.choice(("That passage says: \"{q}\"", "It reads: \"{q}\"",
-                                         "The output says \"{q}\"")).format(q=quote))
+            if quote:  # the sentence naming the next entity replaces the draft's quote: one quote a turn
+                parts = [quote_line(_title_of(history[-1], anchor), quote, rng)]
                 parts.append(rng.choice(("So {a} is the link to follow.", "{a} is the entity to look up next.",
                                          "Next I need the passage about {a}.")).format(a=anchor))
         if history and history[-1].dead_end and command in self.known:
@@ -361,14 +377,14 @@ class OfflinePlanner:
         title = _title_of(last)
         if not quote:
             return "The last search printed nothing useful."
-        return rng.choice((f"The passage on {title} says: \"{quote}\"", f"From {title}: \"{quote}\"",
-                           f"I found {title}: \"{quote}\""))
+        return quote_line(title, quote, rng)
 
     def answer(self, item: Item, history: list[Observed], rng: random.Random) -> tuple[str, str]:
         evidence = [h for h in history if not h.probe]
         if any(is_yes_no(g) for g in item.golds):
             yes_no = next(g for g in item.golds if is_yes_no(g)).strip().lower()
-            quotes = [f"{_title_of(h)}: \"{best_sentence(_body_text(h), item.question)}\"" for h in evidence[-2:]]
+            quoted = [(_title_of(h), best_sentence(_body_text(h), item.question)) for h in evidence]
+            quotes = [f"{title}: \"{quote}\"" for title, quote in [q for q in quoted if q[1]][-2:]]
             return (" ".join(quotes) + f" Comparing the two, the answer is {yes_no}.", yes_no)
         for observed in reversed(evidence):
             span = locate(_body_text(observed), item.golds, relaxed=True) or locate(observed.text, item.golds,

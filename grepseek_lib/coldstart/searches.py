@@ -12,13 +12,19 @@ from dataclasses import dataclass, replace
 from grepseek_lib.coldstart.verify import words
 
 #: How often a hop's first search is each strategy (`strategies.STRATEGIES`). A policy trained on title
-#: lookups alone looks every question up as a title, which prints nothing when the wording differs.
-FIRST_SEARCH_WEIGHTS = {"text": 0.3, "phrase": 0.2, "cooccur": 0.35, "title": 0.15}
+#: lookups alone looks every question up as a title, which prints nothing when the wording differs; one
+#: trained on many co-occurrence searches pairs the name with a question word ("born", "occupation")
+#: that passages rarely hold, so co-occurrence stays a minority (docs/RESULTS.md, exp23 vs exp24).
+FIRST_SEARCH_WEIGHTS = {"text": 0.4, "phrase": 0.25, "cooccur": 0.15, "title": 0.2}
 #: Share of hops from the question that first try an answer-blind guess: a name or phrase read off the
 #: question alone, as the agent at inference must (the verified anchors are strings the evidence passage
 #: holds, so the data rarely shows an empty search answered by a wider one). Off by default: at 0.8 the
 #: SFT model repeated commands as often and answered worse on held-out questions (docs/RESULTS.md).
 BLIND_GUESS_RATE = 0.0
+#: Share of hops from the question whose first search is the question's own words just before the name
+#: ("a demon Lilu" -> 'demon Lilu'), widened by execution back to the name when it prints nothing: the
+#: agent copies such phrases from the question, and dropping words is the widening it must learn.
+PHRASE_FIRST_RATE = 0.5
 #: Words that carry no search on their own (question words, articles, auxiliaries, prepositions).
 STOPWORDS = frozenset(
     "a an the and or but of in on at to for from by with about as into over under after before between "
@@ -165,6 +171,21 @@ def question_names(question: str, avoid: str) -> list[str]:
             if all(w[:1].isupper() or w[:1].isdigit() or w.lower() in _LINKING for w in parts):
                 names.append(guess)
     return sorted(dict.fromkeys(names), key=lambda g: -len(g))
+
+
+def phrase_before(question: str, anchor: str) -> str | None:
+    """`anchor` with the question's words just before it, up to the first that is not a stopword, within
+    its clause ("Who wrote a novel about Lilu?" -> 'novel about Lilu'); None when nothing precedes it. Only
+    words before: widening drops a phrase's first words, so it leads back to `anchor`."""
+    at = question.lower().find(anchor.lower()) if anchor else -1
+    if at <= 0:
+        return None
+    for match in reversed(list(_TOKEN.finditer(question[:at]))[-3:]):
+        if _CLAUSE_BREAK.search(question[match.start():at]) or match.group().lower() in ("and", "or", "but"):
+            return None  # another clause or another name ("Nolan and Sathish Kalathil")
+        if match.group().lower() not in STOPWORDS:
+            return question[match.start():at] + anchor
+    return None
 
 
 def _span(question: str, tokens: list[tuple[str, int]], first: int, last: int) -> str:

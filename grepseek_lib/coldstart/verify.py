@@ -18,6 +18,8 @@ from grepseek_lib.shell.types import EXIT_REFUSED, Refused
 
 _WORD = re.compile(r"[^\W_]+")
 _U_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+#: The start of a corpus line, kept when a cut line is not whole JSON (its id and contents still read).
+_CUT_LINE = re.compile(r'^\{"id": "([^"]*)", "contents": "(.*?)(?:"\}?)?$', re.DOTALL)
 _ARTICLES = frozenset({"a", "an", "the"})
 _YES_NO = frozenset({"yes", "no"})
 #: rg/grep options whose next argument is a value, not a file; -e / -f values are patterns.
@@ -92,6 +94,8 @@ def output_passages(stdout: str) -> list[dict]:
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("contents"), str):
             passages.append({"id": str(obj.get("id", "")), "contents": obj["contents"]})
+        elif cut := _CUT_LINE.match(line):
+            passages.append({"id": cut.group(1), "contents": _unescape(cut.group(2))})
         else:
             passages.append({"id": "", "contents": _unescape(line)})
     return passages

@@ -41,7 +41,6 @@ from grepseek_lib.agent.prompt import ToolBudget, initial_messages
 from grepseek_lib.data.formats import load_benchmark
 from grepseek_lib.errors import UserError
 from grepseek_lib.shell.open import open_tool, resolve_corpus
-from grepseek_lib.shell.tool import observation_text
 from grepseek_lib.train.configs import GRPOSettings
 from grepseek_lib.train.devices import vllm_available
 from grepseek_lib.train.distributed import rank, shared_state, world_size
@@ -194,7 +193,7 @@ class ShellEnvironment:
         Args:
             command: One pipeline of allowed programs (rg, grep, head, ...) joined with |.
         """
-        return self._budget.observe(observation_text(self._tool(command)))
+        return self._budget.run(command, self._tool)[1]
 
 
 def prompt_rows(questions: Sequence[dict], tool: Any, settings: GRPOSettings) -> list[dict]:
