@@ -27,6 +27,9 @@ _COMMON: dict[str, Any] = {
     "lora": False,
     "teacher_base_url": None,
     "teacher_model": None,
+    #: Share of offline cold-start hops whose first search is the question's own words before the name
+    #: (coldstart.offline.PHRASE_FIRST_RATE, tested equal).
+    "phrase_first_rate": 0.5,
     #: 00_data imports these instead of building the mini-wiki (set data_dir to another folder too).
     "import_corpus": None,
     "import_benchmarks": None,

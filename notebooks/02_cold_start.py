@@ -28,6 +28,7 @@ teacher_base_url = None  # openai teacher: the OpenAI-compatible server, e.g. ht
 teacher_model = None  # openai teacher: the served model name (None: the one the server serves)
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
 max_new_tokens = 192  # the per-turn cap of GRPO and eval: checked against the longest trajectory turn
+phrase_first_rate = 0.5  # offline teacher: share of first searches from the question's words before the name
 seed = 0
 
 # %%
@@ -48,7 +49,8 @@ splits = [str(data_dir / "benchmarks" / f"{s}.jsonl") for s in train_splits]
 result = build_coldstart(splits, out_dir, corpus=data_dir / "corpus.jsonl", shards=data_dir / "shards",
                          limit=coldstart_limit, tokenizer=load_tokenizer(model),
                          teacher=Teacher(teacher, base_url=teacher_base_url, model=teacher_model),
-                         settings=ColdStartSettings(seed=seed, max_obs_tokens=max_obs_tokens))
+                         settings=ColdStartSettings(seed=seed, max_obs_tokens=max_obs_tokens,
+                                                    phrase_first_rate=phrase_first_rate))
 print(f"{result.processed} questions processed, {result.resumed} resumed, in {result.wall_s:.1f} s")
 print("tokens per assistant turn:", result.report["all"].get("assistant_turn_tokens"))
 print(turn_cap_warning(result.report, max_new_tokens) or f"every turn fits max_new_tokens {max_new_tokens}")

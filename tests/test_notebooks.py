@@ -87,6 +87,13 @@ def test_parameter_defaults_are_the_default_profile(stage):
             assert ast.literal_eval(spec["default"]) == profile[name], f"{stage}: {name}"
 
 
+def test_profile_rates_are_the_library_defaults():
+    """A notebook run draws cold start as `grepseek coldstart` does unless a profile says otherwise."""
+    from grepseek_lib.coldstart.offline import PHRASE_FIRST_RATE
+
+    assert all(p["phrase_first_rate"] == PHRASE_FIRST_RATE for p in profiles.PROFILES.values())
+
+
 def is_one_call_loop(node: ast.For) -> bool:
     """`for system, policy in agents.items(): evaluate(...)`: a loop whose body is one library call."""
     return len(node.body) == 1 and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Call)
