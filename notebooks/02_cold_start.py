@@ -27,7 +27,7 @@ teacher = "offline"  # offline (annotations, no LLM) or openai (a Tutor/Planner 
 teacher_base_url = None  # openai teacher: the OpenAI-compatible server, e.g. http://host:8000/v1 (vLLM serve)
 teacher_model = None  # openai teacher: the served model name (None: the one the server serves)
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
-max_new_tokens = 192  # the per-turn cap of GRPO and eval: checked against the longest trajectory turn
+max_new_tokens = 224  # the per-turn cap of GRPO and eval: checked against the longest trajectory turn
 phrase_first_rate = 0.5  # offline teacher: share of first searches from the question's words before the name
 seed = 0
 
