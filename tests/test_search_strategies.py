@@ -298,8 +298,33 @@ def test_episode_shapes_name_each_move_and_count_the_common_ones():
     bytes_cut = Trajectory(question="q", turns=[tool("rg -F 'x' corpus.jsonl | head -c 200", "0"), answer])
     assert episode_shape(bytes_cut) == "R+ A"  # `head -c` cuts bytes; only a matcher's -c counts
     assert episode_shape(Trajectory(question="q")) == ""
+
     assert common_shapes([zero, found, zero]) == {"C0 R0 A": 2, "C+ R+ E A": 1}
     assert list(common_shapes([zero, found, zero], top=1)) == ["C0 R0 A"]
+
+
+def test_repeats_are_told_apart_by_the_output_before_them_and_next_moves_by_search():
+    from grepseek_lib.agent.actions import parse_action
+    from grepseek_lib.agent.evidence import first_repeat_after, next_moves
+    from grepseek_lib.agent.trajectory import Trajectory, Turn
+
+    def tool(command: str, stdout: str) -> Turn:
+        return Turn(text=command, action=parse_action(render_turn("Search.", command=command)),
+                    observation={"stdout": stdout})
+
+    count, read = "rg -F 'x' corpus.jsonl | wc -l", "rg -F 'x' corpus.jsonl | head -n 3"
+    wider = "rg -F -i 'x' corpus.jsonl | head -n 3"
+    after_printed = Trajectory(question="q", turns=[tool(read, "a line\n"), tool(read, "")])
+    after_empty = Trajectory(question="q", turns=[tool(count, "4\n"), tool(read, ""), tool(count, "")])
+    assert first_repeat_after(after_printed) == "printed"
+    assert first_repeat_after(after_empty) == "empty"
+    assert first_repeat_after(Trajectory(question="q", turns=[tool(read, "a"), tool(wider, "b")])) is None
+    moves = next_moves(Trajectory(question="q", turns=[tool(count, "4\n"), tool(read, ""), tool(wider, "b"),
+                                                       tool("rg -c 'y' corpus.jsonl", "0\n"), tool(read, "")]))
+    assert moves == Counter({("printed something", "count", "same search"): 1,
+                             ("printed nothing", "read", "new search"): 1,
+                             ("printed something", "read", "new search"): 1,
+                             ("printed nothing", "count", "new search"): 1})
 
 
 def test_evidence_cut_by_cap_needs_a_cut_output_whose_full_text_holds_the_answer():

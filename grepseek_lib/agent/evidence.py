@@ -106,3 +106,37 @@ def summarize_search(reports: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {"evidence_recall": sum(bool(r["evidence_found"]) for r in reports) / n,
             "first_search_empty_rate": sum(bool(r["first_search_empty"]) for r in searched) / max(len(searched), 1),
             "repeated_command_rate": sum(bool(r["repeated_command"]) for r in reports) / n}
+
+
+def _ran(trajectory: Any) -> list[tuple[str, str]]:
+    """(command, stdout) of every tool call that ran."""
+    return [(turn.action.command or "", str(turn.observation.get("stdout") or ""))
+            for turn in trajectory.turns if isinstance(turn.observation, dict)]
+
+
+def first_repeat_after(trajectory: Any) -> str | None:
+    """What the output just before the episode's first repeated command was: "empty", "printed", or None
+    when no command repeats. A policy that repeats after an empty output has not learned to widen; one
+    that repeats after a printed one has not learned to move on from a passage that lacks the answer."""
+    seen: set[str] = set()
+    previous = ""
+    for command, stdout in _ran(trajectory):
+        if command in seen:
+            return "printed" if previous.strip() else "empty"
+        seen.add(command)
+        previous = stdout
+    return None
+
+
+def next_moves(trajectory: Any) -> Counter:
+    """Each call after the first, as (what the call before printed, count or read, same or new search),
+    the search being the pipeline's first stage: the moves cold-start data teaches, e.g. how often a
+    count that printed is followed by the same search read."""
+    moves: Counter = Counter()
+    ran = _ran(trajectory)
+    for (before, out), (command, _) in zip(ran, ran[1:], strict=False):
+        kind = "count" if is_count(before) or _MATCHER_COUNT.search(before) else "read"
+        printed = "printed something" if out.strip() not in ("", "0") else "printed nothing"
+        same = "same search" if before.split("|")[0].strip() == command.split("|")[0].strip() else "new search"
+        moves[(printed, kind, same)] += 1
+    return moves
