@@ -298,7 +298,6 @@ def test_episode_shapes_name_each_move_and_count_the_common_ones():
     bytes_cut = Trajectory(question="q", turns=[tool("rg -F 'x' corpus.jsonl | head -c 200", "0"), answer])
     assert episode_shape(bytes_cut) == "R+ A"  # `head -c` cuts bytes; only a matcher's -c counts
     assert episode_shape(Trajectory(question="q")) == ""
-
     assert common_shapes([zero, found, zero]) == {"C0 R0 A": 2, "C+ R+ E A": 1}
     assert list(common_shapes([zero, found, zero], top=1)) == ["C0 R0 A"]
 

@@ -53,16 +53,17 @@ def evidence_cut_by_cap(trajectory: Any, rerun: Callable[[str], str]) -> bool:
                if isinstance(turn.observation, dict) and turn.observation.get("truncated") and turn.action.command)
 
 
-def tool_outputs(observations: Iterable[dict | None]) -> list[str]:
-    """The stdout of each tool payload (format errors and calls past the budget have none)."""
-    return [str(o.get("stdout") or "") for o in observations if isinstance(o, dict)]
+def _ran(trajectory: Any) -> list[tuple[str, str]]:
+    """(command, stdout) of every tool call that ran (format errors and calls past the budget have no
+    payload)."""
+    return [(turn.action.command or "", str(turn.observation.get("stdout") or ""))
+            for turn in trajectory.turns if isinstance(turn.observation, dict)]
 
 
 def trajectory_report(trajectory: Any) -> dict[str, Any]:
     """`search_report` of an agent-loop Trajectory (eval records, format-check episodes)."""
-    ran = [turn for turn in trajectory.turns if turn.observation is not None]
-    return search_report([turn.action.command or "" for turn in ran], tool_outputs(t.observation for t in ran),
-                         trajectory.golds)
+    ran = _ran(trajectory)
+    return search_report([command for command, _ in ran], [stdout for _, stdout in ran], trajectory.golds)
 
 
 #: A first stage that counts its matches (`rg -c`, `grep --count`); `head -c N` later in a pipe is no count.
@@ -85,13 +86,17 @@ def episode_shape(trajectory: Any) -> str:
         elif turn.observation is None:
             moves.append("E")
         else:
-            out = str(turn.observation.get("stdout") or "").strip()
-            command = turn.action.command or ""
-            if is_count(command) or _MATCHER_COUNT.search(command):
-                moves.append("C0" if out in ("", "0") else "C+")
-            else:
-                moves.append("R+" if out else "R0")
+            moves.append(tool_move(turn.action.command or "", str(turn.observation.get("stdout") or "")))
     return " ".join(moves)
+
+
+def tool_move(command: str, stdout: str) -> str:
+    """One tool call as a move: C0/C+ a count that printed 0 / more, R0/R+ a read that printed nothing /
+    something."""
+    out = stdout.strip()
+    if is_count(command) or _MATCHER_COUNT.search(command):
+        return "C0" if out in ("", "0") else "C+"
+    return "R+" if out else "R0"
 
 
 def common_shapes(trajectories: Iterable[Any], top: int = 8) -> dict[str, int]:
@@ -106,12 +111,6 @@ def summarize_search(reports: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {"evidence_recall": sum(bool(r["evidence_found"]) for r in reports) / n,
             "first_search_empty_rate": sum(bool(r["first_search_empty"]) for r in searched) / max(len(searched), 1),
             "repeated_command_rate": sum(bool(r["repeated_command"]) for r in reports) / n}
-
-
-def _ran(trajectory: Any) -> list[tuple[str, str]]:
-    """(command, stdout) of every tool call that ran."""
-    return [(turn.action.command or "", str(turn.observation.get("stdout") or ""))
-            for turn in trajectory.turns if isinstance(turn.observation, dict)]
 
 
 def first_repeat_after(trajectory: Any) -> str | None:
@@ -135,8 +134,9 @@ def next_moves(trajectory: Any) -> Counter:
     moves: Counter = Counter()
     ran = _ran(trajectory)
     for (before, out), (command, _) in zip(ran, ran[1:], strict=False):
-        kind = "count" if is_count(before) or _MATCHER_COUNT.search(before) else "read"
-        printed = "printed something" if out.strip() not in ("", "0") else "printed nothing"
+        move = tool_move(before, out)
+        printed = "printed something" if move.endswith("+") else "printed nothing"
+        kind = "count" if move.startswith("C") else "read"
         same = "same search" if before.split("|")[0].strip() == command.split("|")[0].strip() else "new search"
         moves[(printed, kind, same)] += 1
     return moves
