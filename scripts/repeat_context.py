@@ -11,13 +11,14 @@ each call (a count or a read that printed or not, then the same search or a new 
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 
 from grepseek_lib.agent.evidence import first_repeat_after, next_moves
 from grepseek_lib.agent.trajectory import load_jsonl
+from grepseek_lib.errors import UserError
 from grepseek_lib.inspector.load import chat_trajectory
+from grepseek_lib.train.sft import load_chat_rows
 
 
 def episode_table(path: Path) -> str:
@@ -30,11 +31,8 @@ def episode_table(path: Path) -> str:
 
 def coldstart_table(path: Path) -> str:
     moves: Counter = Counter()
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            moves += next_moves(chat_trajectory(row["messages"], question="", qid=str(row.get("id")),
-                                                golds=[], meta={}))
+    for row in load_chat_rows(path):
+        moves += next_moves(chat_trajectory(row["messages"], question="", qid=row["id"], golds=[], meta={}))
     lines = [f"{path}: the call after each call ({sum(moves.values())} pairs)"]
     lines += [f"  after a {kind} that {printed}: {same} {n}" for (printed, kind, same), n in sorted(moves.items())]
     return "\n".join(lines)
@@ -50,10 +48,13 @@ def main() -> None:
     for path in [*args.episodes, *args.coldstart]:
         if not path.is_file():
             parser.error(f"not a file: {path}")
-    for path in args.episodes:
-        print(episode_table(path))
-    for path in args.coldstart:
-        print(coldstart_table(path))
+    try:
+        for path in args.episodes:
+            print(episode_table(path))
+        for path in args.coldstart:
+            print(coldstart_table(path))
+    except UserError as exc:
+        parser.exit(2, f"error: {exc}\n")
 
 
 if __name__ == "__main__":

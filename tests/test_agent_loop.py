@@ -12,6 +12,7 @@ from grepseek_lib.agent.loop import run_batch, run_episode
 from grepseek_lib.agent.prompt import system_prompt
 from grepseek_lib.agent.trajectory import STOP_REASONS, load_jsonl, save_jsonl, to_frame
 from grepseek_lib.data.formats import corpus_line
+from grepseek_lib.errors import UserError
 from grepseek_lib.shell.tool import ShellTool, observation_text
 
 PASSAGES = [
@@ -213,6 +214,16 @@ def test_trajectories_round_trip_and_frame(tool, tmp_path):
     assert list(turns["kind"]) == ["invalid", "tool", "answer", "answer"]
     assert turns["exit_code"].iloc[1] == 0
     json.dumps(loaded[0].to_dict())  # plain JSON all the way down
+
+
+def test_a_file_of_other_rows_is_refused_with_the_line_that_is_not_a_trajectory(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"id": "1", "source": "hotpotqa_train", "messages": []}) + "\n")
+    with pytest.raises(UserError, match=r"train\.jsonl:1: not a trajectory line"):
+        load_jsonl(path)
+    path.write_text(json.dumps({"question": "q", "turns": [{"text": "x"}]}) + "\n")
+    with pytest.raises(UserError, match=r":1: not a trajectory line"):
+        load_jsonl(path)
 
 
 def test_tiny_model_through_the_hf_backend(tool, tmp_path):

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from grepseek_lib.agent.actions import Action
+from grepseek_lib.errors import UserError
 
 #: Why an episode ended.
 STOP_REASONS = ("answer", "format_errors", "budget", "context")
@@ -103,16 +104,22 @@ def save_jsonl(trajectories: Iterable[Trajectory], path: Path) -> None:
 
 
 def load_jsonl(path: Path) -> list[Trajectory]:
-    """Load trajectories; a half-written last line (a killed run) is skipped, not fatal."""
+    """Load trajectories; a half-written last line (a killed run) is skipped, not fatal. A line that is
+    JSON but no trajectory (cold-start chat rows, eval records) is an error naming the line."""
     trajectories = []
     with Path(path).open(encoding="utf-8") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
-                trajectories.append(Trajectory.from_dict(json.loads(line)))
+                data = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            try:
+                trajectories.append(Trajectory.from_dict(data))
+            except (TypeError, KeyError, AttributeError) as exc:
+                raise UserError(f"{path}:{number}: not a trajectory line ({exc}); expected the JSONL that "
+                                "eval, format-check, GRPO rollouts or `grepseek ask` write") from None
     return trajectories
 
 
