@@ -8,7 +8,8 @@ import pytest
 
 from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.backends import Generation
-from grepseek_lib.agent.loop import run_batch, run_episode
+from grepseek_lib.agent.evidence import summarize_search, trajectory_report
+from grepseek_lib.agent.loop import REDRAW_TEMPERATURE, run_batch, run_episode
 from grepseek_lib.agent.prompt import system_prompt
 from grepseek_lib.agent.trajectory import STOP_REASONS, load_jsonl, save_jsonl, to_frame
 from grepseek_lib.data.formats import corpus_line
@@ -34,10 +35,12 @@ class ScriptedBackend:
     def __init__(self, scripts: dict[str, list[str]]):
         self.scripts = {q: list(replies) for q, replies in scripts.items()}
         self.batches: list[int] = []
+        self.temperatures: list[float] = []
         self.seen: list[list[dict]] = []
 
     def generate(self, conversations, *, max_new_tokens, temperature, stop=None):
         self.batches.append(len(conversations))
+        self.temperatures.append(temperature)
         out = []
         for messages in conversations:
             self.seen.append([dict(m) for m in messages])
@@ -114,6 +117,43 @@ def test_a_command_run_before_is_refused_with_a_reason_and_costs_a_call(tool):
     assert "-i" in again["stderr"] and traj.turns[1].tool_s == 0.0
     assert "Seine" in wider["stdout"] and traj.tool_calls == 3
     assert elsewhere.turns[1].observation["stderr"] == ""  # another episode's history does not count
+
+
+def test_a_proposed_repeat_is_drawn_again_and_the_rejected_commands_are_kept(tool, tmp_path):
+    q, other = "Which river flows through Paris?", "Where is Mount Everest?"
+    search, wider = "rg -F 'Seine river' corpus.jsonl | head -n 3", "rg -F -i 'seine' corpus.jsonl | head -n 1"
+    backend = ScriptedBackend({q: [call(search), call(search), call(search), call(wider), answer("Seine")],
+                               other: [call("rg -c -F Everest corpus.jsonl"), answer("Nepal")]})
+    traj, elsewhere = run_batch([q, other], backend, tool, redraws=3)
+    assert [t.action.command for t in traj.turns[:2]] == [search, wider]
+    assert traj.turns[1].redrawn == [search, search] and traj.turns[0].redrawn == []
+    assert "Seine" in traj.turns[1].observation["stdout"] and traj.tool_calls == 2
+    assert backend.batches == [2, 2, 1, 1, 1] and backend.temperatures[2:4] == [REDRAW_TEMPERATURE] * 2
+    assert elsewhere.answer == "Nepal" and all(not t.redrawn for t in elsewhere.turns)
+    report = trajectory_report(traj)
+    assert report["repeated_command"] is False and report["proposed_repeat"] is True
+    assert summarize_search([report, trajectory_report(elsewhere)])["proposed_repeat_rate"] == 0.5
+    save_jsonl([traj], tmp_path / "t.jsonl")
+    assert load_jsonl(tmp_path / "t.jsonl")[0].turns[1].redrawn == [search, search]
+
+
+def test_a_repeat_no_draw_replaces_is_refused_and_a_malformed_draw_is_not_taken(tool):
+    q = "Which river flows through Paris?"
+    search = "rg -F 'Seine river' corpus.jsonl | head -n 3"
+    backend = ScriptedBackend({q: [call(search), call(search), "no action here", call(search), answer("Seine")]})
+    traj = run_episode(q, backend, tool, redraws=2)
+    assert traj.format_errors == 0 and traj.turns[1].redrawn == [search, search]
+    assert traj.turns[1].observation["exit_code"] == 126  # kept, and the tool refuses it
+    assert trajectory_report(traj)["repeated_command"] is True and traj.answer == "Seine"
+
+
+def test_without_redraws_a_repeat_costs_no_extra_generation(tool):
+    q = "Which river flows through Paris?"
+    search = "rg -F 'Seine river' corpus.jsonl | head -n 3"
+    backend = ScriptedBackend({q: [call(search), call(search), answer("Seine")]})
+    traj = run_episode(q, backend, tool)
+    assert backend.batches == [1, 1, 1] and traj.turns[1].redrawn == []
+    assert summarize_search([trajectory_report(traj)])["proposed_repeat_rate"] == 1.0
 
 
 def test_one_malformed_action_gets_a_format_error_observation(tool):

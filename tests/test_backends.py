@@ -87,6 +87,16 @@ def test_hf_without_stops_runs_to_end_of_turn_or_length(hf):
     assert all(isinstance(g.text, str) and 0 < g.completion_tokens <= 8 for g in sampled)
 
 
+def test_hf_reseed_makes_sampled_draws_repeat(hf):
+    def draws(key: str) -> list[str]:
+        hf.reseed(key)
+        return [g.text for g in hf.generate([ASK_TOOL, ASK_ANSWER], max_new_tokens=12, temperature=5.0, stop=STOPS)]
+
+    first = draws("q1:2")
+    assert draws("q1:2") == first
+    assert any(draws(f"q{k}:2") != first for k in range(2, 6))  # another key draws other text
+
+
 def test_openai_backend_over_real_http_matches_hf(hf):
     with serve_in_thread(hf, model_name="tiny-taught") as url:
         client = OpenAIBackend(base_url=url, model="tiny-taught", concurrency=3, timeout=30, retries=0)

@@ -175,7 +175,8 @@ def test_format_check_reports_search_rates_per_benchmark():
     parts = [{"format_ok": True, "f1": 1.0}, {"format_ok": False, "f1": 0.0}, {"format_ok": True, "f1": 0.5}]
     table = by_benchmark(episodes, parts)
     assert table["nq"] == {"episodes": 2, "format_pass_rate": 0.5, "mean_f1": 0.5, "evidence_recall": 0.5,
-                           "first_search_empty_rate": 0.5, "repeated_command_rate": 0.5}
+                           "first_search_empty_rate": 0.5, "repeated_command_rate": 0.5,
+                           "proposed_repeat_rate": 0.5}
     assert table["popqa"]["evidence_recall"] == 0.0 and table["popqa"]["first_search_empty_rate"] == 0.0
 
 

@@ -45,6 +45,9 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
                         help="tool output the model sees per command, in its tokens "
                              f"(default: {config.DEFAULT_MAX_OBS_TOKENS})")
     parser.add_argument("--timeout", type=float, default=config.DEFAULT_TIMEOUT_S, help="seconds per command")
+    parser.add_argument("--redraw-repeats", type=int, default=0, metavar="N",
+                        help="draw a turn that repeats an earlier command again (sampled), up to N times, before "
+                             "the tool refuses it (default: 0, off)")
 
 
 def add_constrained_option(parser: argparse.ArgumentParser, *, default: bool, why: str) -> None:
@@ -84,6 +87,7 @@ def check_agent_args(args) -> None:
         positive(f"--{name.replace('_', '-')}", getattr(args, name))
     non_negative("--max-tool-calls", args.max_tool_calls)
     non_negative("--temperature", args.temperature)
+    non_negative("--redraw-repeats", args.redraw_repeats)
     backend_kwargs(args)
     if args.backend != "openai":  # a server's model names are the server's business
         model_name(args.model)
@@ -144,7 +148,7 @@ def ask_command(args) -> int:
     began = time.perf_counter()
     traj = run_episode(args.question, backend, tool, max_tool_calls=args.max_tool_calls,
                        max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens,
-                       temperature=args.temperature, on_turn=print_turn)
+                       temperature=args.temperature, redraws=args.redraw_repeats, on_turn=print_turn)
     elapsed = time.perf_counter() - began
     print(f"Answer: {traj.answer if traj.answer is not None else '(none)'}")
     print(f"(stop: {traj.stop_reason}; {traj.tool_calls} tool calls; {traj.format_errors} format errors; "

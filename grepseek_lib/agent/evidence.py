@@ -61,9 +61,12 @@ def _ran(trajectory: Any) -> list[tuple[str, str]]:
 
 
 def trajectory_report(trajectory: Any) -> dict[str, Any]:
-    """`search_report` of an agent-loop Trajectory (eval records, format-check episodes)."""
+    """`search_report` of an agent-loop Trajectory (eval records, format-check episodes), plus whether the
+    policy proposed a repeat at all (one the loop drew again never ran: `Turn.redrawn`)."""
     ran = _ran(trajectory)
-    return search_report([command for command, _ in ran], [stdout for _, stdout in ran], trajectory.golds)
+    report = search_report([command for command, _ in ran], [stdout for _, stdout in ran], trajectory.golds)
+    redrawn = any(getattr(turn, "redrawn", None) for turn in trajectory.turns)
+    return {**report, "proposed_repeat": report["repeated_command"] or redrawn}
 
 
 #: A first stage that counts its matches (`rg -c`, `grep --count`); `head -c N` later in a pipe is no count.
@@ -105,12 +108,16 @@ def common_shapes(trajectories: Iterable[Any], top: int = 8) -> dict[str, int]:
 
 
 def summarize_search(reports: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Rates over episodes: evidence recall, empty first searches (of episodes that searched), repeats."""
+    """Rates over episodes: evidence recall, empty first searches (of episodes that searched), repeats run
+    and, for agent-loop reports, repeats proposed (run or drawn again)."""
     n = max(len(reports), 1)
     searched = [r for r in reports if r.get("first_search_empty") is not None]
-    return {"evidence_recall": sum(bool(r["evidence_found"]) for r in reports) / n,
-            "first_search_empty_rate": sum(bool(r["first_search_empty"]) for r in searched) / max(len(searched), 1),
-            "repeated_command_rate": sum(bool(r["repeated_command"]) for r in reports) / n}
+    rates = {"evidence_recall": sum(bool(r["evidence_found"]) for r in reports) / n,
+             "first_search_empty_rate": sum(bool(r["first_search_empty"]) for r in searched) / max(len(searched), 1),
+             "repeated_command_rate": sum(bool(r["repeated_command"]) for r in reports) / n}
+    if reports and all("proposed_repeat" in r for r in reports):
+        rates["proposed_repeat_rate"] = sum(bool(r["proposed_repeat"]) for r in reports) / n
+    return rates
 
 
 def first_repeat_after(trajectory: Any) -> str | None:

@@ -4,6 +4,7 @@ lean decode loop of agent/decode.py."""
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,6 +90,12 @@ class HFBackend:
     def render(self, conversation: list[dict]) -> str:
         """The prompt text the model sees: the conversation plus the opening of the next assistant turn."""
         return self.tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+
+    def reseed(self, key: str) -> None:
+        """Seed the sampler from `key`, so sampled draws (the loop's redraws) repeat when a run is resumed."""
+        import torch
+
+        torch.manual_seed(zlib.crc32(key.encode("utf-8")))
 
     def generate(self, conversations: list[list[dict]], *, max_new_tokens: int, temperature: float,
                  stop: list[str] | None = None) -> list[Generation]:

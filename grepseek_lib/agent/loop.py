@@ -6,10 +6,14 @@ HTTP server sees a batch, not a queue), and the tool calls of a turn run concurr
 Protocol (PAPER.md): at most `max_tool_calls` tool calls, then the agent is told to answer; a malformed
 action gets one format-error observation and a second one in a row ends the episode; an episode whose
 next prompt would not fit `max_context_tokens` ends. Stop reasons: answer, format_errors, budget, context.
+
+A command the episode already ran prints what it printed before, so with `redraws` > 0 such a proposal is
+drawn again (sampled) before anything runs; the rejected commands stay on the turn (`Turn.redrawn`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -34,6 +38,8 @@ MAX_FORMAT_ERRORS_IN_ROW = 2
 _TEMPLATE_TOKENS_PER_MESSAGE = 8
 DEFAULT_MAX_NEW_TOKENS = 512
 DEFAULT_MAX_CONTEXT_TOKENS = 8192
+#: Temperature of the draws that replace a proposed repeat: greedy decoding would write it again.
+REDRAW_TEMPERATURE = 1.0
 
 
 @dataclass
@@ -128,11 +134,13 @@ def episode_progress(total: int, desc: str) -> Iterator[Callable[[Trajectory, Tu
 def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MAX_TOOL_CALLS,
               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
               max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS, temperature: float = 0.0,
-              n_lines: int | None = None, tool_workers: int = 4,
+              n_lines: int | None = None, tool_workers: int = 4, redraws: int = 0,
               on_turn: Callable[[Trajectory, Turn], None] | None = None) -> list[Trajectory]:
     """Run one episode per item (a question string or a benchmark record) in lockstep; returns them in order.
 
-    `on_turn(trajectory, turn)` is called after every turn (the CLI prints steps live with it).
+    `redraws`: how many sampled draws may replace a turn that repeats an earlier command (0: none, the
+    tool refuses the repeat). `on_turn(trajectory, turn)` is called after every turn (the CLI prints steps
+    live with it).
     """
     n_lines = corpus_lines(tool) if n_lines is None else n_lines
     count_tokens = _token_counter(backend, tool)
@@ -147,11 +155,13 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
     while active := [ep for ep in episodes if not ep.done]:
         generations = backend.generate([ep.messages for ep in active], max_new_tokens=max_new_tokens,
                                        temperature=temperature, stop=list(STOP_STRINGS))
+        redrawn = _redraw_repeats(backend, active, generations, redraws, max_new_tokens=max_new_tokens)
         tool_work: list[tuple[_Episode, Turn]] = []
         for ep, gen in zip(active, generations, strict=True):
             action = parse_action(gen.text)
             turn = Turn(text=gen.text, action=action, prompt_tokens=int(gen.prompt_tokens or 0),
-                        completion_tokens=int(gen.completion_tokens or 0), llm_s=float(gen.latency_s or 0.0))
+                        completion_tokens=int(gen.completion_tokens or 0), llm_s=float(gen.latency_s or 0.0),
+                        redrawn=redrawn.get(id(ep), []))
             ep.traj.turns.append(turn)
             if action.kind == "answer":
                 ep.messages.append({"role": "assistant", "content": action.text})
@@ -184,6 +194,42 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
             if on_turn is not None:
                 on_turn(ep.traj, turn)
     return [ep.traj for ep in episodes]
+
+
+def _proposes_repeat(ep: _Episode, text: str) -> bool:
+    """Whether a generation is a tool call its episode ran before (and would run, the budget not spent)."""
+    action = parse_action(text)
+    return action.kind == "tool" and not ep.budget.spent and ep.budget.earlier_call(action.command) is not None
+
+
+def _redraw_repeats(backend, active: list[_Episode], generations: list, redraws: int, *,
+                    max_new_tokens: int) -> dict[int, list[str]]:
+    """Replace, in `generations`, each proposed repeat by a sampled draw that is a well-formed turn and no
+    repeat, trying up to `redraws` times (one batched call a try); a proposal no draw replaced stays, and
+    the tool refuses it. Returns the rejected repeats (the proposal, then any drawn) by episode id."""
+    pending = [i for i, (ep, gen) in enumerate(zip(active, generations, strict=True))
+               if redraws > 0 and _proposes_repeat(ep, gen.text)]
+    rejected = {id(active[i]): [parse_action(generations[i].text).command or ""] for i in pending}
+    if pending and callable(reseed := getattr(backend, "reseed", None)):  # a resumed run draws the same
+        first = active[pending[0]].traj
+        reseed(f"{first.id}:{len(first.turns)}")
+    for _ in range(redraws):
+        if not pending:
+            break
+        draws = backend.generate([active[i].messages for i in pending], max_new_tokens=max_new_tokens,
+                                 temperature=REDRAW_TEMPERATURE, stop=list(STOP_STRINGS))
+        still = []
+        for i, draw in zip(pending, draws, strict=True):
+            action = parse_action(draw.text)
+            if action.kind != "invalid" and not _proposes_repeat(active[i], draw.text):
+                spent = float(generations[i].latency_s or 0.0)  # the replaced generation's time counts too
+                generations[i] = dataclasses.replace(draw, latency_s=float(draw.latency_s or 0.0) + spent)
+                continue
+            still.append(i)
+            if action.kind == "tool":
+                rejected[id(active[i])].append(action.command or "")
+        pending = still
+    return rejected
 
 
 def _next_prompt_tokens(ep: _Episode, turn: Turn, count_tokens: Callable[[str], int]) -> int:

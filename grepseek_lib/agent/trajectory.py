@@ -30,6 +30,7 @@ class Turn:
     completion_tokens: int = 0
     llm_s: float = 0.0
     tool_s: float = 0.0
+    redrawn: list[str] = field(default_factory=list)  # repeats the loop drew again before this turn
 
     def to_dict(self) -> dict:
         data = asdict(self)

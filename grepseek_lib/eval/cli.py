@@ -63,7 +63,8 @@ def identity(args: argparse.Namespace, corpus: Path, shards: Path | None) -> dic
     return run_identity(corpus, shards, timeout=args.timeout, max_context_tokens=args.max_context_tokens,
                         max_new_tokens=args.max_new_tokens, max_obs_tokens=args.max_obs_tokens,
                         max_output_bytes=config.DEFAULT_MAX_OUTPUT_BYTES, max_tool_calls=args.max_tool_calls,
-                        temperature=args.temperature, model=model_identity(args.model), backend=args.backend,
+                        temperature=args.temperature, redraw_repeats=args.redraw_repeats,
+                        model=model_identity(args.model), backend=args.backend,
                         constrained=bool(args.constrained), system=args.system,
                         k=args.k if args.system == "bm25" else None,
                         hf_dtype=weights_dtype() if args.backend == "hf" else None)
@@ -94,7 +95,7 @@ def eval_command(args: argparse.Namespace) -> int:
         print(f"records and table in {out}")
         return 0
     table = evaluate(args.model, args.backend, benchmarks, args.limit, out, batch_size=args.batch_size,
-                     corpus=corpus, shards=shards, temperature=args.temperature,
+                     corpus=corpus, shards=shards, temperature=args.temperature, redraws=args.redraw_repeats,
                      max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens,
                      max_tool_calls=args.max_tool_calls, timeout=args.timeout, max_obs_tokens=args.max_obs_tokens,
                      backend_kwargs=backend_kwargs(args))

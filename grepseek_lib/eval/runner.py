@@ -166,7 +166,7 @@ def write_tables(out_dir: Path, metrics: Sequence[str] = TABLE_METRICS):
 def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Sequence[str] = config.BENCHMARKS,
              limit: int | None = 50, out_dir: Path | None = None, *, batch_size: int = 8,
              corpus: Path | None = None, shards: Path | None = None, backend=None, tool=None,
-             benchmarks_dir: Path | None = None, temperature: float = 0.0,
+             benchmarks_dir: Path | None = None, temperature: float = 0.0, redraws: int = 0,
              max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS,
              max_tool_calls: int = config.MAX_TOOL_CALLS, timeout: float = config.DEFAULT_TIMEOUT_S,
              max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS, backend_kwargs: dict | None = None,
@@ -174,6 +174,7 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
     """Evaluate the agent; returns the summary table (rows: benchmarks, micro, macro; columns n, em, f1,
     tool_calls, wall_s). `batch_size` episodes run in lockstep (one batched generate per turn).
     Pass `backend` / `tool` to reuse built ones; otherwise they are made from model / backend_kind / corpus.
+    `redraws` > 0 draws a turn that repeats an earlier command again (`run_batch`).
     """
 
     out_dir = Path(out_dir) if out_dir else config.runs_dir() / "eval"
@@ -194,7 +195,7 @@ def evaluate(model: str = "smollm2", backend_kind: str = "hf", benchmarks: Seque
             began = time.perf_counter()
             trajs = run_batch([q for _, q in batch], backend, tool, max_tool_calls=max_tool_calls,
                               max_new_tokens=max_new_tokens, max_context_tokens=max_context_tokens,
-                              temperature=temperature)
+                              temperature=temperature, redraws=redraws)
             wall_s = (time.perf_counter() - began) / len(batch)
             for (name, _), traj in zip(batch, trajs, strict=True):
                 traj.meta["benchmark"] = name

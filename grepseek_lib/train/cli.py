@@ -65,6 +65,9 @@ def register(subparsers) -> None:
     check.add_argument("--max-obs-tokens", type=int, default=config.DEFAULT_MAX_OBS_TOKENS,
                        help="tool output cap in tokens, stated in the prompt: use the one the policy was trained "
                             "with (default: %(default)s; `make run` trains at 256)")
+    check.add_argument("--redraw-repeats", type=int, default=0, metavar="N",
+                       help="draw a turn that repeats an earlier command again (sampled), up to N times, before "
+                            "the tool refuses it (default: 0, off)")
     check.add_argument("--out", type=Path, default=None, help="write episodes (a batch at a time) and the result here; a rerun with "
                        "the same model, corpus and token budget resumes")
     check.set_defaults(func=format_check_command)
@@ -144,6 +147,7 @@ def format_check_command(args: argparse.Namespace) -> int:
     positive("--batch-size", args.batch_size)
     positive("--max-new-tokens", args.max_new_tokens)
     positive("--max-obs-tokens", args.max_obs_tokens)
+    non_negative("--redraw-repeats", args.redraw_repeats)
     benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
     if not benchmarks:
         raise UserError("--benchmarks is empty; name held-out benchmarks such as nq,hotpotqa")
@@ -153,6 +157,6 @@ def format_check_command(args: argparse.Namespace) -> int:
     _corpus(args.corpus, None)
     result = format_check(args.model, limit=args.limit, benchmarks=benchmarks, corpus=args.corpus,
                           batch_size=args.batch_size, out=args.out, max_new_tokens=args.max_new_tokens,
-                          max_obs_tokens=args.max_obs_tokens)
+                          max_obs_tokens=args.max_obs_tokens, redraws=args.redraw_repeats)
     print(json.dumps(result, indent=2))
     return 0

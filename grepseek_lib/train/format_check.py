@@ -72,15 +72,17 @@ def by_benchmark(trajectories: Sequence[Any], parts: Sequence[dict]) -> dict[str
 def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEFAULT_BENCHMARKS,
                  corpus: Path | None = None, shards: Path | None = None, batch_size: int = 8,
                  max_new_tokens: int = 512, benchmarks_dir: Path | None = None,
-                 out: Path | None = None, max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS) -> dict[str, Any]:
+                 out: Path | None = None, max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS,
+                 redraws: int = 0) -> dict[str, Any]:
     """Run `limit` greedy episodes; returns the pass rate and its parts. With `out`, episodes are appended
     there a batch at a time and a rerun with the same settings resumes after the last finished batch.
-    `max_obs_tokens` should be the cap the policy was trained under (the prompt states it, the tool cuts there)."""
+    `max_obs_tokens` should be the cap the policy was trained under (the prompt states it, the tool cuts there).
+    `redraws` > 0 draws a proposed repeat again (`run_batch`)."""
     corpus, shards = resolve_corpus(corpus, shards)
     items = held_out_questions(benchmarks, limit, benchmarks_dir)
     out = Path(out) if out is not None else None
     run = {"model": str(model), "corpus": str(Path(corpus).resolve()), "max_new_tokens": max_new_tokens,
-           "max_obs_tokens": max_obs_tokens}
+           "max_obs_tokens": max_obs_tokens, **({"redraws": redraws} if redraws else {})}
     finished = _resume(out, run) if out is not None else {}
     todo = [item for item in items if item["id"] not in finished]
     start = time.time()
@@ -90,7 +92,7 @@ def format_check(model: str, *, limit: int = 50, benchmarks: Sequence[str] = DEF
         with episode_progress(len(todo), "format-check") as on_turn:
             for batch in even_batches(todo, batch_size):
                 done = run_batch(batch, backend, tool, max_new_tokens=max_new_tokens, temperature=0.0,
-                                 on_turn=on_turn)
+                                 redraws=redraws, on_turn=on_turn)
                 if out is not None:
                     append_jsonl(done, out / EPISODES_FILE)
                 finished.update({t.id: t for t in done})
