@@ -58,8 +58,10 @@ def run(tmp_path) -> Path:
         episode("q1", "Paris", ["rg -F Paris corpus.jsonl | head -n 3"]),
         episode("q2", "Paris", ["rg Evil corpus.jsonl", "rg Evil corpus.jsonl", "wc -l corpus.jsonl"]),
         episode("q3", None, [], benchmark="popqa", stop="format_errors")])
+    redrawn = episode("q1", "Lyon", ["rg -F Paris corpus.jsonl | awk '{print $1}'"])
+    redrawn.turns[0].redrawn = [f"rg -F '{HOSTILE}' corpus.jsonl"]  # a repeat the loop drew again
     write_system(out / "eval" / "grpo", [
-        episode("q1", "Lyon", ["rg -F Paris corpus.jsonl | awk '{print $1}'"]),
+        redrawn,
         episode("q2", "Paris", ["rg Evil corpus.jsonl"]),
         episode("q3", None, ["rg x corpus.jsonl"] * 5, benchmark="popqa", stop="budget")])
     (out / "eval" / "bm25").mkdir(parents=True)
@@ -158,6 +160,7 @@ def test_report_escapes_hostile_text_and_holds_every_turn(run):
     assert parsed.opened["details"] == parsed.closed["details"]  # no `</details>` from the corpus closed a block
     assert page.count('<details class="episode"') == len(data.episodes)
     assert page.count('<details class="turn"') == len(data.turns)
+    assert page.count("<b>drawn again</b>") == 1 and data.turns["redrawn"].map(len).sum() == 1
     assert "&lt;/details&gt;&lt;/pre&gt;&lt;script&gt;" in page and "<script>alert" not in page
     index = json.loads(parsed.scripts[0])  # the filter index parses back to the exact values
     assert '</script><script>alert("b")</script>' in {row["benchmark"] for row in index}

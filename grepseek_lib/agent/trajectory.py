@@ -147,5 +147,5 @@ def to_frame(trajectories: Iterable[Trajectory], *, per: str = "episode"):
                          "error": turn.action.error, "exit_code": payload.get("exit_code"),
                          "timed_out": payload.get("timed_out"), "truncated": payload.get("truncated"),
                          "prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,
-                         "llm_s": turn.llm_s, "tool_s": turn.tool_s})
+                         "redrawn": len(turn.redrawn), "llm_s": turn.llm_s, "tool_s": turn.tool_s})
     return pd.DataFrame(rows)

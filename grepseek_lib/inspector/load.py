@@ -31,7 +31,7 @@ EPISODE_COLUMNS = ["episode", "run", "system", "source", "benchmark", "id", "que
                    "em", "f1", "stop_reason", "turns", "tool_calls", "format_errors", "programs",
                    "repeated_commands", "llm_s", "tool_s"]
 TURN_COLUMNS = ["episode", "turn", "kind", "think", "command", "answer", "error", "exit_code", "stdout",
-                "stderr", "timed_out", "truncated", "observation", "text", "llm_s", "tool_s"]
+                "stderr", "timed_out", "truncated", "observation", "text", "redrawn", "llm_s", "tool_s"]
 
 
 def load_eval_system(folder: Path, run: str, system: str) -> Rows:

@@ -62,6 +62,10 @@ def turn_title(turn: Mapping[str, Any]) -> str:
 def turn_body(turn: Mapping[str, Any]) -> str:
     """Thinking, the command, its exit code and flags, stdout in a collapsible block, stderr, the error."""
     parts = []
+    redrawn = turn.get("redrawn")
+    if isinstance(redrawn, list | tuple) and redrawn:
+        listed = "".join(pre(command, "cmd") for command in redrawn)
+        parts.append(f"<div><b>drawn again</b> (repeats of an earlier command, never run){listed}</div>")
     if text(turn.get("think")):
         parts.append(f'<div class="think"><b>think</b>{pre(turn.get("think"))}</div>')
     if text(turn.get("command")):

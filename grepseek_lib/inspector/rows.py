@@ -68,7 +68,7 @@ def turn_rows(traj: Trajectory, key: str) -> list[dict[str, Any]]:
                      "exit_code": payload.get("exit_code"), "stdout": payload.get("stdout"),
                      "stderr": payload.get("stderr"), "timed_out": payload.get("timed_out"),
                      "truncated": payload.get("truncated"), "observation": turn.observation_text,
-                     "text": turn.text, "llm_s": turn.llm_s, "tool_s": turn.tool_s})
+                     "text": turn.text, "redrawn": list(turn.redrawn), "llm_s": turn.llm_s, "tool_s": turn.tool_s})
     return rows
 
 
