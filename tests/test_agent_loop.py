@@ -137,11 +137,12 @@ def test_a_proposed_repeat_is_drawn_again_and_the_rejected_commands_are_kept(too
     assert load_jsonl(tmp_path / "t.jsonl")[0].turns[1].redrawn == [search, search]
 
 
-def test_a_repeat_no_draw_replaces_is_refused_and_a_malformed_draw_is_not_taken(tool):
+def test_a_repeat_no_draw_replaces_is_refused_and_malformed_or_answer_draws_are_not_taken(tool):
     q = "Which river flows through Paris?"
     search = "rg -F 'Seine river' corpus.jsonl | head -n 3"
-    backend = ScriptedBackend({q: [call(search), call(search), "no action here", call(search), answer("Seine")]})
-    traj = run_episode(q, backend, tool, redraws=2)
+    backend = ScriptedBackend({q: [call(search), call(search), "no action here", answer("a sampled guess"),
+                                   call(search), answer("Seine")]})
+    traj = run_episode(q, backend, tool, redraws=3)
     assert traj.format_errors == 0 and traj.turns[1].redrawn == [search, search]
     assert traj.turns[1].observation["exit_code"] == 126  # kept, and the tool refuses it
     assert trajectory_report(traj)["repeated_command"] is True and traj.answer == "Seine"

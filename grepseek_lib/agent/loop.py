@@ -39,7 +39,7 @@ _TEMPLATE_TOKENS_PER_MESSAGE = 8
 DEFAULT_MAX_NEW_TOKENS = 512
 DEFAULT_MAX_CONTEXT_TOKENS = 8192
 #: Temperature of the draws that replace a proposed repeat: greedy decoding would write it again.
-REDRAW_TEMPERATURE = 1.0
+REDRAW_TEMPERATURE = 0.7
 
 
 @dataclass
@@ -204,9 +204,10 @@ def _proposes_repeat(ep: _Episode, text: str) -> bool:
 
 def _redraw_repeats(backend, active: list[_Episode], generations: list, redraws: int, *,
                     max_new_tokens: int) -> dict[int, list[str]]:
-    """Replace, in `generations`, each proposed repeat by a sampled draw that is a well-formed turn and no
-    repeat, trying up to `redraws` times (one batched call a try); a proposal no draw replaced stays, and
-    the tool refuses it. Returns the rejected repeats (the proposal, then any drawn) by episode id."""
+    """Replace, in `generations`, each proposed repeat by a sampled draw that is a new command (the policy
+    chose to search, so a sampled answer is no substitute), trying up to `redraws` times (one batched call
+    a try); a proposal no draw replaced stays, and the tool refuses it. Returns the rejected repeats (the
+    proposal, then any drawn) by episode id."""
     pending = [i for i, (ep, gen) in enumerate(zip(active, generations, strict=True))
                if redraws > 0 and _proposes_repeat(ep, gen.text)]
     rejected = {id(active[i]): [parse_action(generations[i].text).command or ""] for i in pending}
@@ -221,7 +222,7 @@ def _redraw_repeats(backend, active: list[_Episode], generations: list, redraws:
         still = []
         for i, draw in zip(pending, draws, strict=True):
             action = parse_action(draw.text)
-            if action.kind != "invalid" and not _proposes_repeat(active[i], draw.text):
+            if action.kind == "tool" and not _proposes_repeat(active[i], draw.text):
                 spent = float(generations[i].latency_s or 0.0)  # the replaced generation's time counts too
                 generations[i] = dataclasses.replace(draw, latency_s=float(draw.latency_s or 0.0) + spent)
                 continue
