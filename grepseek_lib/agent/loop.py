@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from grepseek_lib import config
-from grepseek_lib.agent.actions import parse_action
+from grepseek_lib.agent.actions import Action, parse_action
 from grepseek_lib.agent.prompt import ToolBudget, format_error_message, initial_messages, repeat_payload
 from grepseek_lib.agent.trajectory import Trajectory, Turn
 from grepseek_lib.progress import progress_bar
@@ -196,9 +196,8 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
     return [ep.traj for ep in episodes]
 
 
-def _proposes_repeat(ep: _Episode, text: str) -> bool:
-    """Whether a generation is a tool call its episode ran before (and would run, the budget not spent)."""
-    action = parse_action(text)
+def _proposes_repeat(ep: _Episode, action: Action) -> bool:
+    """Whether an action is a tool call its episode ran before (and would run, the budget not spent)."""
     return action.kind == "tool" and not ep.budget.spent and ep.budget.earlier_call(action.command) is not None
 
 
@@ -208,9 +207,10 @@ def _redraw_repeats(backend, active: list[_Episode], generations: list, redraws:
     chose to search, so a sampled answer is no substitute), trying up to `redraws` times (one batched call
     a try); a proposal no draw replaced stays, and the tool refuses it. Returns the rejected repeats (the
     proposal, then any drawn) by episode id."""
-    pending = [i for i, (ep, gen) in enumerate(zip(active, generations, strict=True))
-               if redraws > 0 and _proposes_repeat(ep, gen.text)]
-    rejected = {id(active[i]): [parse_action(generations[i].text).command or ""] for i in pending}
+    proposed = {i: action for i, (ep, gen) in enumerate(zip(active, generations, strict=True))
+                if redraws > 0 and _proposes_repeat(ep, action := parse_action(gen.text))}
+    pending = list(proposed)
+    rejected = {id(active[i]): [action.command or ""] for i, action in proposed.items()}
     if pending and callable(reseed := getattr(backend, "reseed", None)):  # a resumed run draws the same
         first = active[pending[0]].traj
         reseed(f"{first.id}:{len(first.turns)}")
@@ -222,7 +222,7 @@ def _redraw_repeats(backend, active: list[_Episode], generations: list, redraws:
         still = []
         for i, draw in zip(pending, draws, strict=True):
             action = parse_action(draw.text)
-            if action.kind == "tool" and not _proposes_repeat(active[i], draw.text):
+            if action.kind == "tool" and not _proposes_repeat(active[i], action):
                 spent = float(generations[i].latency_s or 0.0)  # the replaced generation's time counts too
                 generations[i] = dataclasses.replace(draw, latency_s=float(draw.latency_s or 0.0) + spent)
                 continue
