@@ -15,6 +15,7 @@ run's (index_cost.py), else today's path is taken unchanged.
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 import time
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
 MAX_FRACTION = 0.05
 #: Output of a candidate run is buffered up to this many bytes; more goes the usual (streaming) way.
 MAX_BUFFERED_BYTES = 64 << 20
+_IOV_MAX = 1024
 
 
 @dataclass(frozen=True)
@@ -140,21 +142,11 @@ class IndexPath:
         return RunResult(out, b"", result.exit_code)
 
     def _write(self, path: Path, blocks: np.ndarray) -> None:
-        """Copy the blocks into `path`, adjacent blocks as one range."""
-        offsets, lengths = self.index.offsets[blocks], self.index.lengths[blocks]
+        """Copy the blocks into `path`, adjacent blocks as one range, many ranges a system call."""
         fd_out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            with open(self.corpus, "rb") as src:
-                start = end = None
-                for off, length in zip(offsets.tolist(), lengths.tolist(), strict=True):
-                    if end == off:
-                        end += length
-                        continue
-                    if start is not None:
-                        _copy(src.fileno(), fd_out, start, end - start)
-                    start, end = off, off + length
-                if start is not None:
-                    _copy(src.fileno(), fd_out, start, end - start)
+            if len(blocks):
+                _write_ranges(self.corpus, fd_out, *_ranges(self.index.offsets[blocks], self.index.lengths[blocks]))
         finally:
             os.close(fd_out)
 
@@ -195,14 +187,42 @@ def _clean(result: RunResult) -> bool:
     return not result.stderr and (result.exit_code in (0, 1) or result.truncated)
 
 
-def _copy(src: int, dst: int, offset: int, count: int) -> None:
-    """Append `count` bytes of `src` from `offset` to `dst` (in the kernel when it can)."""
-    while count > 0:
+def _ranges(offsets: np.ndarray, lengths: np.ndarray) -> tuple[list[int], list[int]]:
+    """(starts, ends) of the byte ranges covering the blocks, adjacent blocks joined."""
+    ends = offsets + lengths
+    breaks = np.flatnonzero(offsets[1:] != ends[:-1]) + 1
+    return offsets[np.r_[0, breaks]].tolist(), ends[np.r_[breaks - 1, len(offsets) - 1]].tolist()
+
+
+def _write_ranges(corpus: Path, fd_out: int, starts: list[int], ends: list[int]) -> None:
+    """Append the corpus's [start, end) ranges to `fd_out`: slices of a mapping, IOV_MAX at a time.
+
+    One writev per 1024 ranges instead of one copy call per range (~10 us each on an overlay file
+    system): a rare name's 78 blocks are one call.
+    """
+    if ends[-1] > corpus.stat().st_size:
+        raise OSError("the corpus is shorter than its index says")
+    with open(corpus, "rb") as src, mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
         try:
-            done = os.copy_file_range(src, dst, count, offset)
-        except OSError:
-            done = os.write(dst, os.pread(src, min(count, 8 << 20), offset))
-        if done <= 0:
-            raise OSError("the corpus is shorter than its index says")
-        offset += done
-        count -= done
+            for first in range(0, len(starts), _IOV_MAX):
+                parts = [view[a:b] for a, b in zip(starts[first:first + _IOV_MAX], ends[first:first + _IOV_MAX],
+                                                   strict=True)]
+                _writev_all(fd_out, parts)
+                for part in parts:
+                    part.release()
+        finally:
+            view.release()
+
+
+def _writev_all(fd: int, parts: list[memoryview]) -> None:
+    """os.writev of every byte of `parts`; a short write (a regular file rarely makes one) is finished part by part."""
+    done = os.writev(fd, parts)
+    for part in parts:
+        if done >= len(part):
+            done -= len(part)
+            continue
+        while done < len(part):
+            with part[done:] as rest:
+                done += os.write(fd, rest)
+        done = 0
