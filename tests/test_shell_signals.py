@@ -27,7 +27,7 @@ LOOP = "awk 'BEGIN{while(1);}'"
 
 
 def _children(pid: int) -> list[int]:
-    """Live (non-zombie) processes whose parent is `pid`."""
+    """Live (non-zombie) processes whose parent is `pid`, less session leaders (the CLI's guardian)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -36,7 +36,7 @@ def _children(pid: int) -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
+        if int(fields[1]) == pid and fields[0] != "Z" and int(fields[3]) != int(entry.name):
             found.append(int(entry.name))
     return found
 

@@ -9,8 +9,9 @@ memory stays flat), rlimits (limits.py). Stdout can be streamed to a sink (the C
 A stage killed by a signal other than SIGPIPE leaves the status bash would give (128+N if it is the
 last stage, else the last stage's) and adds one `note:` line to stderr: without it, a `sort` killed
 in the middle of a chain reads as "no results". Stages die with their parent even when it is killed
-outright (PR_SET_PDEATHSIG, see _pdeathsig_prefix), and with it on exit or SIGTERM/SIGHUP (the CLI
-turns those into SystemExit, so every `finally` below runs).
+outright (a guardian process, see guardian.py; where none can start, PR_SET_PDEATHSIG through
+_pdeathsig_prefix), and with it on exit or SIGTERM/SIGHUP (the CLI turns those into SystemExit, so
+every `finally` below runs).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import select
 import selectors
 import shutil
 import signal
@@ -32,8 +32,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
+from grepseek_lib.shell import guardian, policy
 from grepseek_lib.shell import limits as lim
-from grepseek_lib.shell import policy
 from grepseek_lib.shell.folder import RunFolder, run_folder
 from grepseek_lib.shell.limits import DEFAULT_LIMITS, Limits
 from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
@@ -146,32 +146,6 @@ def _kill_live_groups() -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def _exited_by(proc: subprocess.Popen, deadline: float) -> bool:
-    """Reap `proc` once it exits before `deadline`; False if it is still running then.
-
-    A pidfd wakes the wait the moment the process exits; Popen.wait(timeout=) polls with sleeps that
-    grow from 0.5 ms, which added about a millisecond to every short command.
-    """
-    if proc.poll() is not None:
-        return True
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # no pidfd (Linux < 5.3), or already reaped
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-    try:
-        while proc.poll() is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([pidfd], [], [], remaining)[0]:
-                return proc.poll() is not None
-    finally:
-        os.close(pidfd)
-    return True
-
-
 def _exit_status(returncode: int) -> int:
     """bash's view of a status: a death by signal N reads as 128+N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -183,12 +157,14 @@ class _Chain:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen] = []
         self.pgid: int | None = None
+        self.guarded = False
+        self.prefix: tuple[str, ...] = ()
 
     def start(self, pipeline: Pipeline, folder: RunFolder, stderr_fd: int, timeout: float, limits: Limits,
               corpus_bytes: int) -> None:
         env = child_env()
         sort_env = {**env, "TMPDIR": str(folder.scratch)}  # sort spills there; the pipeline cannot see it
-        prefix = _pdeathsig_prefix()
+        self.prefix = prefix = () if guardian.available() else _pdeathsig_prefix()
         stdin: int | BinaryIO = subprocess.DEVNULL
         n = len(pipeline.stages)
         for stage in pipeline.stages:
@@ -203,6 +179,7 @@ class _Chain:
                 env=sort_env if stage.program == "sort" else env, close_fds=True, restore_signals=True, **group)
             if self.pgid is None:
                 self.pgid = proc.pid
+                self.guarded = not prefix and guardian.guard(proc.pid)
                 with _LIVE_LOCK:
                     _LIVE_GROUPS.add(proc.pid)
             self.procs.append(proc)
@@ -217,18 +194,30 @@ class _Chain:
                 os.killpg(self.pgid, signal.SIGKILL)
 
     def wait(self, deadline: float) -> bool:
-        """Reap every stage; False if some stage outlived the deadline."""
-        for proc in self.procs:
-            if not _exited_by(proc, deadline):
+        """Reap every stage, the group leader last; False if some stage outlived the deadline.
+
+        The leader's pid is the group id: while it is unreaped no new group can take that id, so
+        the guardian is told to forget the group before the leader is reaped.
+        """
+        for proc in self.procs[1:]:
+            if not guardian.exited_by(proc, deadline):
                 return False
+        if not self.procs:
+            return True
+        if not guardian.exited_by(self.procs[0], deadline, reap=False):
+            return False
         if self.pgid is not None:
+            if self.guarded:
+                guardian.release(self.pgid)
+                self.guarded = False
             with _LIVE_LOCK:
                 _LIVE_GROUPS.discard(self.pgid)
+        self.procs[0].wait()
         return True
 
     def killed(self) -> list[tuple[int, str, int]]:
         """(index, program, signal) of every stage a signal other than SIGPIPE ended."""
-        return [(i, str(proc.args[len(_pdeathsig_prefix())]), -proc.returncode)
+        return [(i, str(proc.args[len(self.prefix)]), -proc.returncode)
                 for i, proc in enumerate(self.procs)
                 if proc.returncode is not None and proc.returncode < 0 and lim.reportable(-proc.returncode)]
 
