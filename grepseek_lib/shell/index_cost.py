@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 #: Plain scan rates from the page cache, bytes per second (bench engine, 2-core machine).
-RG_RATE, RG_FOLD_RATE, GREP_RATE = 12e9, 2.0e9, 1.5e9
+RG_RATE, RG_FOLD_RATE, GREP_RATE = 24e9, 10e9, 1.5e9
 #: A run's process chain (spawn to exit), and the index path's (lookups, the candidate file's private
 #: folder, the same chain).
 PLAIN_S, FIXED_S = 2e-3, 3e-3
-#: Copying one candidate block (one copy_file_range call) and each of its bytes.
-PER_BLOCK_S, PER_BYTE_S = 2.7e-6, 0.3e-9
+#: Writing one candidate block (one iovec of a writev) and each of its bytes (the write and what rg does
+#: beyond its scan: line-number rewriting under -n, its output).
+PER_BLOCK_S, PER_BYTE_S = 2.7e-6, 0.5e-9
 #: rg and grep write through a buffer: a head stops them only some lines after its N-th.
 STOP_SLACK_LINES = 16
 #: With a phrase and a head, the index is used whenever it costs at most this, or this share of a plain
