@@ -70,28 +70,49 @@ def test_a_released_group_is_left_alone():
         os.kill(pid, signal.SIGKILL)
 
 
-def test_stages_run_without_setpriv_while_a_guardian_runs(tmp_path):
-    corpus = tmp_path / "c.jsonl"
-    corpus.write_bytes(b'{"id": "1", "contents": "alpha"}\n')
-    assert guardian.available()
-    result = runner.run_pipeline(parse_command("rg -c alpha corpus.jsonl"), corpus, timeout=10, max_output_bytes=None)
-    assert (result.stdout, result.exit_code) == (b"1\n", 0)
-
-
-@pytest.mark.skipif(not runner._pdeathsig_prefix(), reason="this system's setpriv lacks --pdeathsig")
-def test_without_a_guardian_stages_fall_back_to_setpriv(tmp_path, monkeypatch):
-    corpus = tmp_path / "c.jsonl"
-    corpus.write_bytes(b'{"id": "1", "contents": "alpha"}\n')
-    monkeypatch.setattr(guardian, "available", lambda: False)
-    started: list[list[str]] = []
+@pytest.fixture
+def started(monkeypatch) -> list[list[str]]:
+    """The argv of every process the runner starts (this process's guardian already runs)."""
+    guardian.available()
+    seen: list[list[str]] = []
     real_popen = subprocess.Popen
 
     def recording_popen(args, *rest, **kwargs):
-        started.append(list(args))
+        seen.append(list(args))
         return real_popen(args, *rest, **kwargs)
 
     monkeypatch.setattr(runner.subprocess, "Popen", recording_popen)
+    return seen
+
+
+def _corpus(tmp_path: Path) -> Path:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(b'{"id": "1", "contents": "alpha"}\n')
+    return corpus
+
+
+def test_stages_run_without_setpriv_while_a_guardian_runs(tmp_path, started):
+    corpus = _corpus(tmp_path)
+    assert guardian.available()
+    result = runner.run_pipeline(parse_command("rg -c alpha corpus.jsonl"), corpus, timeout=10, max_output_bytes=None)
+    assert (result.stdout, result.exit_code) == (b"1\n", 0)
+    assert [Path(args[0]).name for args in started] == ["rg"]
+
+
+@pytest.mark.skipif(not runner._pdeathsig_prefix(), reason="this system's setpriv lacks --pdeathsig")
+def test_without_a_guardian_stages_fall_back_to_setpriv(tmp_path, monkeypatch, started):
+    corpus = _corpus(tmp_path)
+    monkeypatch.setattr(guardian, "available", lambda: False)
     result = runner.run_pipeline(parse_command("rg alpha corpus.jsonl | awk '{exit 3}'"), corpus, timeout=10,
                                  max_output_bytes=None)
     assert result.exit_code == 3
     assert [Path(args[0]).name for args in started] == ["setpriv", "setpriv"]
+
+
+def test_a_group_leader_is_waited_for_without_being_reaped_when_no_pidfd_opens(monkeypatch):
+    monkeypatch.delattr(guardian.os, "pidfd_open")
+    proc = subprocess.Popen(["sleep", "0.2"])
+    assert not guardian.exited_by(proc, time.monotonic() + 0.01, reap=False)
+    assert guardian.exited_by(proc, time.monotonic() + 10, reap=False)
+    assert proc.returncode is None and Path(f"/proc/{proc.pid}").exists()  # a zombie: the pid is still ours
+    assert guardian.exited_by(proc, time.monotonic() + 10) and proc.returncode == 0

@@ -14,12 +14,14 @@ exists), so the guardian never kills a group that is no longer ours.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import select
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 _CODE = """
 import os, signal, sys
@@ -40,13 +42,25 @@ for pgid in groups:
 """
 
 _LOCK = threading.Lock()
-_STATE: dict[str, object] = {"pid": None, "fd": None, "proc": None}
+
+
+@dataclass
+class _Guardian:
+    """The guardian of process `owner` and the write end of its pipe."""
+
+    owner: int
+    fd: int
+    proc: subprocess.Popen
+
+
+_current: _Guardian | None = None
 
 
 def _start() -> int | None:
     """The write end of a running guardian's pipe (started on first use), None if none can run."""
-    if _STATE["pid"] == os.getpid():
-        return _STATE["fd"]  # type: ignore[return-value]
+    global _current
+    if _current is not None and _current.owner == os.getpid():
+        return _current.fd
     read_end, write_end = os.pipe()
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CODE], stdin=read_end,
@@ -57,8 +71,19 @@ def _start() -> int | None:
         return None
     finally:
         os.close(read_end)
-    _STATE.update(pid=os.getpid(), fd=write_end, proc=proc)
+    _current = _Guardian(os.getpid(), write_end, proc)
     return write_end
+
+
+def _close() -> subprocess.Popen | None:
+    """Close our end of the pipe and forget the guardian; its process, for the caller to reap."""
+    global _current
+    guardian, _current = _current, None
+    if guardian is None:
+        return None
+    with contextlib.suppress(OSError):
+        os.close(guardian.fd)
+    return guardian.proc
 
 
 def _send(line: bytes) -> bool:
@@ -68,8 +93,10 @@ def _send(line: bytes) -> bool:
             return False
         try:
             os.write(fd, line)  # a short line into a pipe is written whole, never interleaved
-        except OSError:
-            _STATE["pid"] = None
+        except OSError:  # the guardian died: the next call starts another
+            proc = _close()
+            if proc is not None:
+                proc.poll()
             return False
     return True
 
@@ -94,18 +121,14 @@ def exited_by(proc: subprocess.Popen, deadline: float, reap: bool = True) -> boo
     """True once `proc` has exited (reaped unless `reap` is False) before `deadline`; else False.
 
     A pidfd wakes the wait the moment the process exits (Popen.wait(timeout=) polls with sleeps
-    that grow from 0.5 ms); without one (Linux < 5.3) the process is reaped by Popen.wait.
+    that grow from 0.5 ms); without one (Linux < 5.3) it is polled.
     """
     if proc.returncode is not None or (reap and proc.poll() is not None):
         return True
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            return False
-        return True
+        return _exited_without_pidfd(proc, deadline, reap)
     try:
         while not select.select([pidfd], [], [], 0)[0]:
             remaining = deadline - time.monotonic()
@@ -118,29 +141,34 @@ def exited_by(proc: subprocess.Popen, deadline: float, reap: bool = True) -> boo
     return True
 
 
+def _exited_without_pidfd(proc: subprocess.Popen, deadline: float, reap: bool) -> bool:
+    """exited_by where no pidfd can be opened: Popen.wait reaps, waitid(WNOWAIT) polled does not."""
+    if reap:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    while not os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
 def _forget_in_child() -> None:
     """A forked child (multiprocessing) must not hold our pipe open: the guardian would outlive us."""
-    fd = _STATE["fd"]
-    if fd is not None:
-        try:
-            os.close(fd)  # type: ignore[arg-type]
-        except OSError:
-            pass
-    _STATE.update(pid=None, fd=None, proc=None)
+    _close()
 
 
 @atexit.register
 def _stop() -> None:
     """At exit the guardian is told we are done (its groups are already dead) and reaped."""
-    if _STATE["pid"] != os.getpid():
+    if _current is None or _current.owner != os.getpid():
         return
-    os.close(_STATE["fd"])  # type: ignore[arg-type]
-    _STATE["pid"] = None
-    proc = _STATE["proc"]
-    try:
+    proc = _close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=2)  # type: ignore[union-attr]
-    except subprocess.TimeoutExpired:
-        pass
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
