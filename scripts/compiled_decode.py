@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--mode", default=None, help="torch.compile mode, e.g. max-autotune")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if min(args.batch, args.prompt_tokens, args.repeats) < 1 or args.new_tokens < 2:
+        parser.error("--batch, --prompt-tokens and --repeats must be >= 1, --new-tokens >= 2 (one decode step)")
     torch.manual_seed(0)
     model, _ = load_model_and_tokenizer(resolve_model("smollm2"), device="cpu", dtype=getattr(torch, args.dtype))
     model.eval()
