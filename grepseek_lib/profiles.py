@@ -30,6 +30,9 @@ _COMMON: dict[str, Any] = {
     #: Share of offline cold-start hops whose first search is the question's own words before the name
     #: (coldstart.offline.PHRASE_FIRST_RATE, tested equal).
     "phrase_first_rate": 0.5,
+    #: Share of cold-start trajectories with a refused repeat replayed as a no-loss turn
+    #: (coldstart.export.REPEAT_RECOVERY_RATE, tested equal).
+    "repeat_recovery_rate": 0.0,
     #: 00_data imports these instead of building the mini-wiki (set data_dir to another folder too).
     "import_corpus": None,
     "import_benchmarks": None,

@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: GrepSeek
 #     language: python
@@ -29,6 +29,7 @@ teacher_model = None  # openai teacher: the served model name (None: the one the
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
 max_new_tokens = 224  # the per-turn cap of GRPO and eval: checked against the longest trajectory turn
 phrase_first_rate = 0.5  # offline teacher: share of first searches from the question's words before the name
+repeat_recovery_rate = 0.0  # share of trajectories showing a refused repeat (no loss) and the move after it
 seed = 0
 
 # %%
@@ -50,7 +51,8 @@ result = build_coldstart(splits, out_dir, corpus=data_dir / "corpus.jsonl", shar
                          limit=coldstart_limit, tokenizer=load_tokenizer(model),
                          teacher=Teacher(teacher, base_url=teacher_base_url, model=teacher_model),
                          settings=ColdStartSettings(seed=seed, max_obs_tokens=max_obs_tokens,
-                                                    phrase_first_rate=phrase_first_rate))
+                                                    phrase_first_rate=phrase_first_rate,
+                                                    repeat_recovery_rate=repeat_recovery_rate))
 print(f"{result.processed} questions processed, {result.resumed} resumed, in {result.wall_s:.1f} s")
 print("tokens per assistant turn:", result.report["all"].get("assistant_turn_tokens"))
 print(turn_cap_warning(result.report, max_new_tokens) or f"every turn fits max_new_tokens {max_new_tokens}")

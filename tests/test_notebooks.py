@@ -89,9 +89,11 @@ def test_parameter_defaults_are_the_default_profile(stage):
 
 def test_profile_rates_are_the_library_defaults():
     """A notebook run draws cold start as `grepseek coldstart` does unless a profile says otherwise."""
+    from grepseek_lib.coldstart.export import REPEAT_RECOVERY_RATE
     from grepseek_lib.coldstart.offline import PHRASE_FIRST_RATE
 
     assert all(p["phrase_first_rate"] == PHRASE_FIRST_RATE for p in profiles.PROFILES.values())
+    assert all(p["repeat_recovery_rate"] == REPEAT_RECOVERY_RATE for p in profiles.PROFILES.values())
 
 
 def is_one_call_loop(node: ast.For) -> bool:

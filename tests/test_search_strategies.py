@@ -349,3 +349,43 @@ def test_evidence_cut_by_cap_needs_a_cut_output_whose_full_text_holds_the_answer
     assert not evidence_cut_by_cap(episode(tool(command, "", False)), rerun)  # not cut: the search missed
     assert not evidence_cut_by_cap(episode(tool(command, "Nashville", True)), rerun)  # seen: evidence found
     assert not evidence_cut_by_cap(episode(tool("rg -F 'Ohio' corpus.jsonl", "x", True)), rerun)
+
+
+def test_a_replayed_repeat_is_a_refused_no_loss_copy_after_a_printed_read(tmp_path):
+    """coldstart.export: with the rate at 1 every trajectory that has room in its budget shows, after a call that
+    printed a read, the same turn again (no loss) and the loop's refusal; the calls the Tutor ran stay unique."""
+    from grepseek_lib import config
+    from grepseek_lib.agent.prompt import budget_noted
+    from grepseek_lib.coldstart.export import repeat_point
+    from grepseek_lib.shell.tool import ShellTool, observation_payload
+
+    corpus = _write_corpus(tmp_path / "corpus.jsonl")
+    tool = ShellTool(corpus, timeout=20)
+    tutor, planner = _roles(corpus)
+    replayed = 0
+    for seed in range(6):
+        item = _item(HOTPOT_BRIDGE)
+        outcome = process_question(item, tutor, planner, tool, seed=seed, fill_budget_rate=0.0)
+        assert make_record(item, outcome, 9) == make_record(item, outcome, 9, repeat_recovery_rate=0.0)
+        plain = make_record(item, outcome, 9)["messages"]
+        messages = make_record(item, outcome, 9, repeat_recovery_rate=1.0)["messages"]
+        at = repeat_point(item.id, outcome.turns, 1.0)
+        if at is None:
+            assert messages == plain
+            continue
+        replayed += 1
+        flagged = [i for i, m in enumerate(messages) if m.get("no_loss")]
+        assert len(flagged) == 1 and len(messages) == len(plain) + 2
+        i = flagged[0]
+        assert messages[i]["content"] == messages[i - 2]["content"] and messages[i - 2]["role"] == "assistant"
+        assert observation_payload(messages[i - 1]["content"])["stdout"].strip()  # it followed a printed read
+        refusal = observation_payload(messages[i + 1]["content"])
+        assert refusal["exit_code"] == 126 and "already tool call" in refusal["stderr"]
+        rest = [m for j, m in enumerate(messages) if j not in (i, i + 1)]
+        assert [m["role"] for m in rest] == [m["role"] for m in plain]
+        assert all(a == b or budget_noted(a) for a, b in zip(rest, plain, strict=True))  # the note may move
+        assert sum(m["role"] == "tool" for m in messages) <= config.MAX_TOOL_CALLS
+        commands = [t.command for t in outcome.turns if t.command]
+        assert len(set(commands)) == len(commands)
+    assert replayed >= 3
+    assert repeat_point("q", outcome.turns, 0.0) is None

@@ -78,6 +78,32 @@ def test_sft_trains_only_assistant_tokens(world, tmp_path):
     assert "Query:" not in decoded["trained"] and "exit_code" not in decoded["trained"]
 
 
+def test_a_no_loss_turn_is_shown_but_not_trained(world, tmp_path):
+    """A replayed repeat (cold start's refused mistake) sits in the context but carries no labels; the turn
+    after it is trained; the row keeps one schema; `no_loss` anywhere but an assistant turn is an error."""
+    from grepseek_lib.train.sft import build_trainer, load_chat_rows
+
+    row = dict(world["rows"][0])
+    call, observation, answer = row["messages"][-3:]
+    repeat = {"role": "assistant", "content": call["content"].replace("Search for", "Search again for"),
+              "no_loss": True}
+    row["messages"] = [*row["messages"][:-1], repeat, {"role": "tool", "content": "refused"}, answer]
+    data = tmp_path / "repeat.jsonl"
+    data.write_text(json.dumps(row) + "\n" + json.dumps(world["rows"][1]) + "\n")
+    rows = load_chat_rows(data)
+    assert [m["no_loss"] for m in rows[0]["messages"]].count(True) == 1
+    assert not any(m["no_loss"] for m in rows[1]["messages"])
+    trainer, tokenizer = build_trainer(rows, world["model"], tmp_path / "out", _sft_settings())
+    index = next(i for i, r in enumerate(trainer.train_dataset) if "Search again" in tokenizer.decode(r["input_ids"]))
+    decoded = check_masks(trainer, tokenizer, index)
+    assert "Search again" not in decoded["trained"] and "Search again" in decoded["masked"]
+    assert decoded["trained"] == call["content"] + "<|im_end|>" + answer["content"] + "<|im_end|>"
+    bad = dict(row, messages=[*row["messages"][:-1], {"role": "tool", "content": "x", "no_loss": True}, answer])
+    data.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(UserError, match="no_loss"):
+        load_chat_rows(data)
+
+
 def test_sft_steps_save_and_resume(world, tmp_path):
     from grepseek_lib.agent.models import load_model_and_tokenizer
     from grepseek_lib.train.sft import run_sft

@@ -70,7 +70,10 @@ CHAT_TEMPLATE = (
     "{%- endfor -%}"
     "{%- endif -%}"
     "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- generation -%}{{- ns.text + '<|im_end|>' -}}{%- endgeneration -%}"
+    # A turn marked `no_loss` (a replayed mistake the data shows only to teach the recovery after it) is
+    # rendered outside the generation markers, so it carries no loss.
+    "{%- if message.no_loss is defined and message.no_loss -%}{{- ns.text + '<|im_end|>' -}}"
+    "{%- else -%}{%- generation -%}{{- ns.text + '<|im_end|>' -}}{%- endgeneration -%}{%- endif -%}"
     "{{- '\\n' -}}"
     "{%- elif role == 'tool' -%}"
     "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"

@@ -51,6 +51,7 @@ class ColdStartSettings:
     other_name_rate: float = OTHER_NAME_RATE
     blind_guess_rate: float = BLIND_GUESS_RATE
     phrase_first_rate: float = PHRASE_FIRST_RATE
+    repeat_recovery_rate: float = export.REPEAT_RECOVERY_RATE
     max_hops: int = 3
     dev_percent: float = 10.0
     timeout: float = config.DEFAULT_TIMEOUT_S
@@ -125,7 +126,8 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
                                    fill_budget_rate=settings.fill_budget_rate, detour_rate=settings.detour_rate,
                                    zero_count_rate=settings.zero_count_rate,
                                    other_name_rate=settings.other_name_rate)
-        record = export.make_record(item, outcome, n_lines, max_obs_tokens=tool.max_obs_tokens)
+        record = export.make_record(item, outcome, n_lines, max_obs_tokens=tool.max_obs_tokens,
+                                    repeat_recovery_rate=settings.repeat_recovery_rate)
         export.append_record(records_path, record)
         done[(item.source, item.id)] = record
         accepted += outcome.accepted

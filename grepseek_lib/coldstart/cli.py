@@ -9,7 +9,7 @@ from grepseek_lib.agent.models import load_tokenizer
 from grepseek_lib.checks import fraction, model_name, positive, writable_dir
 from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
 from grepseek_lib.coldstart.chain import OTHER_NAME_RATE
-from grepseek_lib.coldstart.export import format_table
+from grepseek_lib.coldstart.export import REPEAT_RECOVERY_RATE, format_table
 from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE, PHRASE_FIRST_RATE
 from grepseek_lib.errors import UserError
 
@@ -58,6 +58,9 @@ def register(subparsers) -> None:
     cs.add_argument("--phrase-first-rate", type=float, default=PHRASE_FIRST_RATE,
                     help="share of hops from the question that first search the question's words just before the "
                          "name, widened by execution back to the name (default: %(default)s)")
+    cs.add_argument("--repeat-recovery-rate", type=float, default=REPEAT_RECOVERY_RATE,
+                    help="share of trajectories that replay, after a call that printed a passage, the same command "
+                         "again as a no-loss turn the tool refuses, then go on (default: %(default)s)")
     cs.add_argument("--max-hops", type=int, default=3, help="most sub-questions per question, 1-5 (default: 3)")
     cs.set_defaults(func=coldstart_command)
 
@@ -70,7 +73,8 @@ def _check_args(args) -> Path:
     positive("--max-obs-tokens", args.max_obs_tokens)
     fraction("--dev-percent", args.dev_percent, 100)
     for flag in ("--probe-rate", "--fill-budget-rate", "--detour-rate", "--zero-count-rate",
-                 "--other-name-rate", "--blind-guess-rate", "--phrase-first-rate"):
+                 "--other-name-rate", "--blind-guess-rate", "--phrase-first-rate",
+                 "--repeat-recovery-rate"):
         fraction(flag, getattr(args, flag[2:].replace("-", "_")))
     if not 1 <= args.max_hops <= 5:
         raise UserError(f"--max-hops must be between 1 and 5, got {args.max_hops}")
@@ -93,6 +97,7 @@ def coldstart_command(args) -> int:
                                  detour_rate=args.detour_rate, zero_count_rate=args.zero_count_rate,
                                  other_name_rate=args.other_name_rate, blind_guess_rate=args.blind_guess_rate,
                                  phrase_first_rate=args.phrase_first_rate,
+                                 repeat_recovery_rate=args.repeat_recovery_rate,
                                  max_hops=args.max_hops, dev_percent=args.dev_percent, timeout=args.timeout,
                                  max_obs_tokens=args.max_obs_tokens)
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]

@@ -17,7 +17,7 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.evidence import is_count
-from grepseek_lib.agent.prompt import ToolBudget, initial_messages
+from grepseek_lib.agent.prompt import ToolBudget, initial_messages, repeat_payload
 from grepseek_lib.coldstart.accept import STAGES, Outcome
 from grepseek_lib.coldstart.roles import Item
 from grepseek_lib.coldstart.strategies import STRATEGIES, strategy_of
@@ -27,23 +27,50 @@ RECORDS = "records.jsonl"
 DATASET_FIELDS = ("id", "source", "question", "golds", "n_tool_calls", "messages")
 
 
+#: Share of trajectories that replay, after a call that printed a passage, the mistake a small policy makes
+#: there (the same command again), as a no-loss turn refused by the tool, so the data shows the way on.
+REPEAT_RECOVERY_RATE = 0.0
+
+
+def _bucket(key: str) -> int:
+    return int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:8], 16) % 10_000
+
+
+def repeat_point(item_id: str, turns: list, rate: float, max_tool_calls: int = config.MAX_TOOL_CALLS) -> int | None:
+    """The index of the turn after which a refused repeat is replayed, or None: chosen from the question id
+    (stable across runs), among calls that printed a read (not a count) and are followed by another turn,
+    and only where the budget holds one more call."""
+    calls = [i for i, t in enumerate(turns) if t.command is not None]
+    if rate <= 0 or len(calls) >= max_tool_calls or _bucket(f"repeat:{item_id}") >= rate * 10_000:
+        return None
+    printed = [i for i in calls if i + 1 < len(turns) and not is_count(turns[i].command)
+               and str((turns[i].payload or {}).get("stdout") or "").strip()]
+    return printed[_bucket(f"repeat-at:{item_id}") % len(printed)] if printed else None
+
+
 def to_messages(item: Item, outcome: Outcome, n_lines: int, max_tool_calls: int = config.MAX_TOOL_CALLS,
-                max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS) -> list[dict]:
+                max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS, repeat_at: int | None = None) -> list[dict]:
     """The conversation exactly as the agent sees it at inference: same prompt (stating the observation cap
-    the tool cut these payloads at), renderer and payload text, and the loop's budget note on the last
-    allowed tool call."""
+    the tool cut these payloads at), renderer and payload text, the loop's budget note on the last allowed
+    tool call, and after turn `repeat_at` the same turn again, marked `no_loss`, with the loop's refusal."""
     messages = initial_messages(item.question, n_lines, max_tool_calls=max_tool_calls,
                                 max_obs_tokens=max_obs_tokens)
     budget = ToolBudget(max_tool_calls)
-    for turn in outcome.turns:
-        messages.append({"role": "assistant", "content": render_turn(turn.think, turn.command, turn.answer)})
-        if turn.command is not None:
-            messages.append({"role": "tool", "content": budget.observe(observation_text(turn.payload), turn.command)})
+    for index, turn in enumerate(outcome.turns):
+        content = render_turn(turn.think, turn.command, turn.answer)
+        messages.append({"role": "assistant", "content": content})
+        if turn.command is None:
+            continue
+        messages.append({"role": "tool", "content": budget.observe(observation_text(turn.payload), turn.command)})
+        if index == repeat_at:
+            messages.append({"role": "assistant", "content": content, "no_loss": True})
+            refused = repeat_payload(turn.command, budget.earlier_call(turn.command))
+            messages.append({"role": "tool", "content": budget.observe(observation_text(refused), turn.command)})
     return messages
 
 
-def make_record(item: Item, outcome: Outcome, n_lines: int,
-                max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS) -> dict[str, Any]:
+def make_record(item: Item, outcome: Outcome, n_lines: int, max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS,
+                repeat_recovery_rate: float = REPEAT_RECOVERY_RATE) -> dict[str, Any]:
     record = {"id": item.id, "source": item.source, "question": item.question, "golds": list(item.golds),
               "accepted": outcome.accepted, "stage": outcome.stage, "reason": outcome.reason,
               "answer": outcome.answer, "f1": round(outcome.f1, 4), "hops": outcome.hops,
@@ -54,7 +81,8 @@ def make_record(item: Item, outcome: Outcome, n_lines: int,
               "strategies": [strategy_of(t.command) for t in outcome.turns
                              if t.command is not None and not is_count(t.command)]}
     if outcome.accepted:
-        record["messages"] = to_messages(item, outcome, n_lines, max_obs_tokens=max_obs_tokens)
+        record["messages"] = to_messages(item, outcome, n_lines, max_obs_tokens=max_obs_tokens,
+                                         repeat_at=repeat_point(item.id, outcome.turns, repeat_recovery_rate))
     return record
 
 
@@ -80,6 +108,7 @@ def strategy_report(group: list[dict]) -> dict[str, Any]:
     return {"acceptance_by_first_strategy": report,
             "first_call_strategy": {k: firsts[k] for k in sorted(firsts)},
             "tool_replies": len(tools),
+            "replayed_repeats": sum(any(m.get("no_loss") for m in r["messages"]) for r in accepted),
             "empty_tool_replies": sum(payload is not None and not str(payload.get("stdout") or "").strip()
                                       for payload in map(observation_payload, (m["content"] for m in tools)))}
 
@@ -115,8 +144,7 @@ def append_record(path: Path, record: dict) -> None:
 
 def split_of(question_id: str, dev_percent: float) -> str:
     """train or dev, from a hash of the question id: stable across runs, machines and subsets."""
-    bucket = int(hashlib.sha256(question_id.encode("utf-8")).hexdigest()[:8], 16) % 10_000
-    return "dev" if bucket < dev_percent * 100 else "train"
+    return "dev" if _bucket(question_id) < dev_percent * 100 else "train"
 
 
 def export(out: Path, ordered: list[dict], dev_percent: float) -> dict[str, int]:

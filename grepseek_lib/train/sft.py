@@ -40,8 +40,9 @@ from grepseek_lib.train.plumbing import (
 )
 
 
-def _clean_message(message: Any, where: str) -> dict[str, str]:
-    """One chat message as {role, content} text (tool payloads may arrive as objects)."""
+def _clean_message(message: Any, where: str) -> dict[str, Any]:
+    """One chat message as {role, content, no_loss} (tool payloads may arrive as objects). Every message
+    carries `no_loss` so the dataset has one schema; the template trains no turn that sets it."""
     if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant", "tool"):
         raise UserError(f"{where}: every message needs a role of system/user/assistant/tool")
     content = message.get("content")
@@ -49,7 +50,10 @@ def _clean_message(message: Any, where: str) -> dict[str, str]:
         content = json.dumps(content, ensure_ascii=False)
     if not isinstance(content, str):
         raise UserError(f"{where}: message content must be text")
-    return {"role": message["role"], "content": content}
+    no_loss = message.get("no_loss", False)
+    if not isinstance(no_loss, bool) or (no_loss and message["role"] != "assistant"):
+        raise UserError(f"{where}: `no_loss` must be true or false, and true only on an assistant turn")
+    return {"role": message["role"], "content": content, "no_loss": no_loss}
 
 
 def load_chat_rows(path: Path, max_examples: int | None = None) -> list[dict]:
