@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_shell_helpers import bash, write_corpus
 
+from grepseek_lib.shell import indexed, prefilter
 from grepseek_lib.shell.engine import Engine
 from grepseek_lib.shell.index_build import build_index
 from grepseek_lib.shell.policy import parse_command
@@ -158,3 +159,89 @@ def test_fallback_shapes_do_not_use_the_index(world, command):
     corpus, folder, engines = world
     assert engines["index"].strategy(parse_command(command)) != "index", command
     assert_exact(command, corpus, folder, engines["index"])
+
+
+_FILTERS = st.lists(st.builds(
+    lambda program, flags, pattern: " ".join([program, *flags, shlex.quote(pattern)]),
+    st.sampled_from(["rg", "rg -F", "grep", "grep -F"]),
+    st.lists(st.sampled_from(["-i", "-w", "-v", "-o", "-n", "-c", "-m 1", "-H", "-A 1", "-x"]), max_size=2, unique=True),
+    _LITERALS), min_size=1, max_size=2)
+_FIRST_FLAGS = st.lists(st.sampled_from(["-i", "-w", "-o", "-n", "-m 2", "-H", "-c", "-r X", "--trim"]),
+                        max_size=2, unique=True)
+_CHAIN_TAILS = st.sampled_from(["", " | head -n 2", " | wc -l", " | sort | head -n 3", " | head -n 1 | rg e"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(program=st.sampled_from(["rg -F", "grep -F", "rg"]), flags=_FIRST_FLAGS, pattern=_LITERALS,
+       filters=_FILTERS, tail=_CHAIN_TAILS, mode=st.sampled_from(["index", "index+shards"]))
+def test_later_filters_narrow_exactly(world, program, flags, pattern, filters, tail, mode):
+    """A first search piped into further rg/grep filters: the later filters' literals narrow the blocks
+    only while every line they see is a whole corpus line (no -o/-r/-n/-H/-c/-m/--trim before them)."""
+    if program.startswith("grep"):
+        flags = [f for f in flags if f not in ("-r X", "--trim")]
+    first = " ".join([program, *flags, shlex.quote(pattern), "corpus.jsonl"])
+    corpus, folder, engines = world
+    assert_exact(" | ".join([first, *filters]) + tail, corpus, folder, engines[mode])
+
+
+@pytest.mark.parametrize("command, narrowed", [
+    ("rg -F kelvin corpus.jsonl | rg -F -i scale", True),
+    ("rg -F -i -w kelvin corpus.jsonl | grep -v lower | rg hot | head -n 1", True),
+    ("rg -o -F kelvin corpus.jsonl | rg scale", False),
+    ("rg -n -F kelvin corpus.jsonl | rg scale", False),
+    ("rg -m 1 -F kelvin corpus.jsonl | rg scale", False),
+    ("rg -F kelvin corpus.jsonl | head -n 5 | rg scale", False),
+    ("rg -F kelvin corpus.jsonl | rg -n scale", False),
+    ("rg -F kelvin corpus.jsonl | rg -A 1 scale", False),
+    ("rg -F kelvin corpus.jsonl | rg -v scale", False),
+    ("rg -F kelvin corpus.jsonl | cut -c1-30 | rg scale", False),
+])
+def test_which_later_filters_narrow(world, command, narrowed):
+    corpus, folder, engines = world
+    found = prefilter.analyze(parse_command(command))
+    assert not isinstance(found, str), command
+    assert (len(found.alternatives[0]) > 1) is narrowed, (command, found.alternatives)
+    for engine in engines.values():
+        assert_exact(command, corpus, folder, engine)
+
+
+_HEAD_TAILS = st.sampled_from([" | head -n 1", " | head -n 2", " | head -n 7", " | head -c 50", " | head -c 1",
+                               " | cut -c1-20 | head -n 3", " | rg -i e | head -n 2", " | head -n 0",
+                               " | tr a-z A-Z | head -c 200", " | head -n 40"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.builds(_command, st.sampled_from(["rg", "grep"]), _FLAGS, st.just(True),
+                         st.lists(_LITERALS, min_size=1, max_size=2), _HEAD_TAILS),
+       first=st.integers(1, 3), growth=st.integers(2, 4), mode=st.sampled_from(["index", "index+shards"]))
+def test_heads_on_growing_prefixes_are_exact(world, command, first, growth, mode):
+    """With prefixes of one to three blocks, most heads fill early, some after a second prefix, some never."""
+    corpus, folder, engines = world
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(indexed, "HEAD_PREFIX_BLOCKS", first)
+        patch.setattr(indexed, "HEAD_GROWTH", growth)
+        assert_exact(command, corpus, folder, engines[mode])
+
+
+def test_a_head_that_fills_from_a_prefix_reads_no_more_blocks(world):
+    corpus, folder, engines = world
+    engine = engines["index"]
+    seen: list[int] = []
+    original = indexed.IndexPath._run_blocks
+
+    def spy(self, pipeline, chosen, blocks, *rest):
+        seen.append(len(blocks))
+        return original(self, pipeline, chosen, blocks, *rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(indexed, "HEAD_PREFIX_BLOCKS", 2)
+        patch.setattr(indexed.IndexPath, "_run_blocks", spy)
+        for command, fills in [("rg -F id corpus.jsonl | head -n 1", True), ("rg -n -F id corpus.jsonl | head -n 2", True),
+                               ("rg -F nomatch corpus.jsonl | head -n 1", False),
+                               ("rg -F id corpus.jsonl | head -n 999", False)]:
+            seen.clear()
+            assert assert_exact(command, corpus, folder, engine) == "index", command
+            total = len(engine.index_path.choose(parse_command(command)).blocks)
+            prefixes = [k for k in (2, 2 * indexed.HEAD_GROWTH, 2 * indexed.HEAD_GROWTH ** 2) if k < total]
+            expected = [2] if fills and prefixes else [*prefixes, total]
+            assert seen == expected, (command, seen, total)

@@ -9,7 +9,9 @@ corpus, or with a head (`head`, `-m`) until its N-th line plus what fills the wr
 when every alternative is one bare word (nearly every candidate block holds a match), loosely for a
 phrase or a word inside punctuation (a block holding each of its words rarely holds the phrase, or
 `"Rex"` as a title), so there, with a head, the index is taken whenever it is cheap (HEAD_RISK_S, or
-HEAD_RISK_SHARE of a whole plain run).
+HEAD_RISK_SHARE of a whole plain run). A head over more than a prefix's candidates runs on growing
+prefixes of them (indexed.py): a bare word is costed by its first prefix, a phrase by its worst case
+(every prefix, then all), taken when that is no slower than a plain run over the whole corpus.
 """
 
 from __future__ import annotations
@@ -45,14 +47,21 @@ def index_seconds(blocks: int, nbytes: int, rate: float) -> float:
 
 
 def not_worth(blocks: np.ndarray, nbytes: int, ends: np.ndarray, size: int, rate: float,
-              head_lines: int | None, one_word: bool) -> str | None:
+              head_lines: int | None, one_word: bool, prefix: tuple[int, int] | None = None) -> str | None:
     """Why reading `blocks` (or any superset of them) costs more than a plain run, else None.
 
     `ends[i]` is where block i ends in the corpus, `head_lines` the N of a head that stops a plain run
-    (None: it reads the corpus), `one_word` whether every alternative is a single bare word. A superset
-    costs at least as much and stops a plain run no later, so the answer holds for it.
+    (None: it reads the corpus), `one_word` whether every alternative is a single bare word, `prefix`
+    (blocks, bytes) of the first run of a head that runs on growing prefixes (indexed.py), None when it
+    runs once. A superset costs at least as much and stops a plain run no later, so the answer holds for it.
     """
     cost = index_seconds(len(blocks), nbytes, rate)
+    if prefix is not None:
+        # a head that does not fill from the prefixes pays two more chains; one that does, the first only
+        worst = cost + 2 * FIXED_S + index_seconds(*prefix, rate)
+        if not one_word:
+            return None if worst <= max(HEAD_RISK_S, PLAIN_S + size / rate) else "a plain scan is as fast"
+        cost = index_seconds(*prefix, rate)
     if head_lines is not None and not one_word and cost <= max(HEAD_RISK_S, HEAD_RISK_SHARE * size / rate):
         return None
     plain_bytes = size

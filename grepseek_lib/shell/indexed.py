@@ -10,6 +10,12 @@ stages run once on the result (merge.run_post). Anything a run on the corpus wou
 the pipeline the usual way. Whether the index pays is decided per command (choose): only when the
 candidates are a small part of the corpus (MAX_FRACTION) and its estimated time beats a plain
 run's (index_cost.py), else today's path is taken unchanged.
+
+A pipeline that ends in a head over line-local stages (the planner's HEAD strategy, nothing after the
+head) runs on the first HEAD_PREFIX_BLOCKS candidate blocks, then on HEAD_GROWTH times as many, then on
+all: what the stages print for a prefix of the candidates is a prefix of what they print for all of
+them (the rule the shards' head merge rests on), so once the head has its N lines (or bytes) from a
+prefix, the blocks after it cannot change the output.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
 MAX_FRACTION = 0.05
 #: Output of a candidate run is buffered up to this many bytes; more goes the usual (streaming) way.
 MAX_BUFFERED_BYTES = 64 << 20
+#: A head pipeline's first run reads this many candidate blocks; each next one this many times more.
+HEAD_PREFIX_BLOCKS, HEAD_GROWTH = 64, 16
 _IOV_MAX = 1024
 
 
@@ -105,16 +113,34 @@ class IndexPath:
         if nbytes > self.max_fraction * size:
             return f"unselective: candidates are at least {nbytes / max(1, size):.0%} of the corpus"
         rate = index_cost.scan_rate(pipeline.stages[0].program, found.folds_case)
-        return index_cost.not_worth(blocks, nbytes, self.ends, size, rate, _head_lines(pipeline), one_word)
+        prefix = None
+        if _head_target(pipeline) is not None and len(blocks) > HEAD_PREFIX_BLOCKS:
+            first = blocks[:HEAD_PREFIX_BLOCKS]
+            prefix = (len(first), int(self.index.lengths[first].sum()))
+        return index_cost.not_worth(blocks, nbytes, self.ends, size, rate, _head_lines(pipeline), one_word,
+                                    prefix)
 
     def run(self, pipeline: Pipeline, chosen: Candidates, timeout: float,
             max_output_bytes: int | None) -> RunResult | None:
         """What the pipeline prints (see the module docstring); None: run it the usual way instead."""
         deadline = time.monotonic() + timeout
+        target = _head_target(pipeline)
+        count = HEAD_PREFIX_BLOCKS
+        while target is not None and count < len(chosen.blocks):
+            result = self._run_blocks(pipeline, chosen, chosen.blocks[:count], deadline, max_output_bytes)
+            if result is None or result.timed_out or _fills(result, *target):
+                return result
+            count *= HEAD_GROWTH
+        return self._run_blocks(pipeline, chosen, chosen.blocks, deadline, max_output_bytes)
+
+    def _run_blocks(self, pipeline: Pipeline, chosen: Candidates, blocks: np.ndarray, deadline: float,
+                    max_output_bytes: int | None) -> RunResult | None:
+        """The pipeline run on `blocks` (all the candidates, or a prefix of them for a head)."""
+        timeout = max(0.0, deadline - time.monotonic())
         size = self.index.manifest.size
         with private_dir("cand") as folder:
             path = folder / "corpus.jsonl"
-            self._write(path, chosen.blocks)
+            self._write(path, blocks)
             spec = chosen.prefilter.renumber
             if spec is None:
                 cap = MAX_BUFFERED_BYTES if max_output_bytes is None else max_output_bytes
@@ -132,7 +158,7 @@ class IndexPath:
         if result.truncated or not _clean(result):
             return None
         try:
-            out = renumber(result.stdout, spec, *self._maps(chosen.blocks))
+            out = renumber(result.stdout, spec, *self._maps(blocks))
         except ValueError:
             return None
         if len(pipeline.stages) > 1:
@@ -180,6 +206,26 @@ def _head_lines(pipeline: Pipeline) -> int | None:
     if chosen.strategy != HEAD or any(s.program not in ("cut", "tr") for s in chosen.parallel[1:-1]):
         return None
     return max(1, chosen.head_lines or 1)
+
+
+def _head_target(pipeline: Pipeline) -> tuple[str, int] | None:
+    """(unit, N) when the pipeline ends in a head that the planner's HEAD strategy pushes through every
+    stage before it (each prints, for a prefix of its input, a prefix of its output), else None."""
+    if len(pipeline.stages) < 2 or pipeline.stages[-1].program != "head":
+        return None
+    chosen = plan_pipeline(pipeline)
+    if chosen.strategy != HEAD or chosen.post or len(chosen.parallel) != len(pipeline.stages):
+        return None
+    if chosen.head_lines is not None:
+        return "lines", chosen.head_lines
+    return None if chosen.head_bytes is None else ("bytes", chosen.head_bytes)
+
+
+def _fills(result: RunResult, unit: str, count: int) -> bool:
+    """The head printed all it ever prints: its N lines (or bytes), complete and untruncated."""
+    if result.truncated or not _clean(result):
+        return False
+    return (result.stdout.count(b"\n") if unit == "lines" else len(result.stdout)) >= count
 
 
 def _clean(result: RunResult) -> bool:

@@ -9,6 +9,11 @@ by running the real program anyway (an empty candidate set still runs it, on an 
 offsets (-n, -b, --column) are rewritten from block offsets. Every later stage runs unchanged on
 the first stage's output, so it must not read any path (shardable.post_reason). Case flags do not matter:
 the index folds case more widely than either program (fold.py).
+
+Later filters narrow too (`rg -w Mexico corpus.jsonl | rg -i gila | head`): while every stage before
+one prints a subset of its input lines unchanged and chosen line by line (no -o, -r, numbering, -m or
+head), each line reaching a later rg/grep is a whole corpus line, so a line that filter selects holds
+its literals too, and the blocks lacking them can only feed it lines it drops.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from grepseek_lib.shell import literals
 from grepseek_lib.shell.plan import Renumber
 from grepseek_lib.shell.shardable import CORPUS_OPERANDS, post_reason
 from grepseek_lib.shell.specs import stage_args
-from grepseek_lib.shell.types import ParsedArgs, Pipeline, Refused
+from grepseek_lib.shell.types import ParsedArgs, Pipeline, Refused, Stage
 
 #: Options that do not change which lines match nor let unselected lines reach the output.
 _SAFE = {
@@ -62,12 +67,9 @@ def analyze(pipeline: Pipeline) -> Prefilter | str:
     unsafe = [name for name, _ in parsed.options if name not in _SAFE[first.program]]
     if unsafe:
         return f"{first.program} {unsafe[0]} may print lines the index does not select"
-    patterns = parsed.values("--regexp")
-    operands = list(parsed.operands)
-    if not patterns:
-        if not operands:
-            return f"{first.program} without a pattern"
-        patterns, operands = [operands[0]], operands[1:]
+    patterns, operands = _patterns(parsed)
+    if patterns is None:
+        return f"{first.program} without a pattern"
     if len(operands) != 1 or operands[0] not in CORPUS_OPERANDS:
         return f"{first.program} does not read exactly corpus.jsonl"
     syntax = _syntax(first.program, parsed)
@@ -76,6 +78,8 @@ def analyze(pipeline: Pipeline) -> Prefilter | str:
     alternatives = _alternatives(first.program, patterns, syntax)
     if alternatives is None:
         return "a pattern without a literal every match must contain"
+    if _keeps_whole_lines(parsed):
+        alternatives = _narrow_by_filters(pipeline.stages[1:], alternatives)
     renumber = _renumber(first.program, parsed, operands[0])
     if isinstance(renumber, str):
         return renumber
@@ -84,6 +88,62 @@ def analyze(pipeline: Pipeline) -> Prefilter | str:
         if reason:
             return f"later stage: {reason}"
     return Prefilter(alternatives, renumber, _folds_case(parsed))
+
+
+def _patterns(parsed: ParsedArgs) -> tuple[list[str] | None, list[str]]:
+    """(patterns, file operands) of a search stage; None patterns: it has none."""
+    patterns = parsed.values("--regexp")
+    operands = list(parsed.operands)
+    if not patterns:
+        if not operands:
+            return None, operands
+        patterns, operands = [operands[0]], operands[1:]
+    return patterns, operands
+
+
+#: Options under which a search prints something other than its selected input lines, unchanged, or
+#: selects by position (-m): a later filter then sees lines that are not the corpus's, or other ones.
+_RESHAPES = frozenset(
+    "-o --only-matching -r --replace --trim -M --max-columns --max-columns-preview -n --line-number -b "
+    "--byte-offset --column -H --with-filename -c --count --count-matches -l --files-with-matches -q --quiet "
+    "--silent -m --max-count --color --colour".split())
+#: A later filter's options that make its output depend on the lines it drops (numbers count its input).
+_COUNTS_INPUT = frozenset("-n --line-number -b --byte-offset --column".split())
+_INVERT = frozenset(("-v", "--invert-match"))
+#: At most this many alternatives after AND-ing later filters (each is looked up on its own).
+MAX_ALTERNATIVES = 32
+
+
+def _keeps_whole_lines(parsed: ParsedArgs) -> bool:
+    return not any(name in _RESHAPES for name, _ in parsed.options)
+
+
+def _narrow_by_filters(later: tuple[Stage, ...], alternatives: tuple[tuple[str, ...], ...]
+                       ) -> tuple[tuple[str, ...], ...]:
+    """`alternatives` AND the literals of the later rg/grep filters that see whole corpus lines (module
+    docstring): each filter stage, while every stage before it passed whole lines through by content."""
+    for stage in later:
+        if stage.program not in _SAFE:
+            break
+        try:
+            parsed = stage_args(stage)
+        except Refused:
+            break
+        patterns, operands = _patterns(parsed)
+        if patterns is None or operands not in ([], ["-"]):
+            break
+        names = {name for name, _ in parsed.options}
+        inverted = bool(names & _INVERT)
+        if names - _SAFE[stage.program] - _INVERT:
+            break
+        syntax = _syntax(stage.program, parsed)
+        found = None if inverted or syntax is None or names & _COUNTS_INPUT \
+            else _alternatives(stage.program, patterns, syntax)
+        if found and len(found) * len(alternatives) <= MAX_ALTERNATIVES:
+            alternatives = tuple(a + b for a in alternatives for b in found)
+        if names & _RESHAPES:
+            break
+    return alternatives
 
 
 def _folds_case(parsed: ParsedArgs) -> bool:
