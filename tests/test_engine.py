@@ -299,3 +299,15 @@ def test_a_corpus_with_nul_bytes_runs_once(tmp_path):
     corpus.write_bytes(b"a\nb\x00\nc\n" * 50)
     engine = Engine(corpus, build_shards(corpus, 2, tmp_path / "s").directory)
     assert engine.plan(parse_command("rg -c a corpus.jsonl")).strategy == planner.SEQUENTIAL
+
+
+def test_a_warning_printed_before_the_output_survives_the_output_cap(tmp_path):
+    """grep warns about `(?i)` before it prints a line; cutting its output at the cap must not drop that."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("iLONG line\n" * 5000)
+    command = "grep -E -s '(?i)LONG' corpus.jsonl"
+    warning = bash(command, tmp_path).stderr
+    assert warning.startswith(b"grep: warning")
+    for _ in range(5):
+        result = run_pipeline(parse_command(command), corpus, timeout=20, max_output_bytes=100)
+        assert result.truncated and result.stdout == (b"iLONG line\n" * 10)[:100] and result.stderr == warning

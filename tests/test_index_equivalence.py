@@ -163,7 +163,8 @@ def test_fallback_shapes_do_not_use_the_index(world, command):
 
 _FILTERS = st.lists(st.builds(
     lambda program, flags, pattern: " ".join([program, *flags, shlex.quote(pattern)]),
-    st.sampled_from(["rg", "rg -F", "grep", "grep -F"]),
+    # fixed strings: two stages that each print a regex error would interleave on stderr, in bash too
+    st.sampled_from(["rg -F", "grep -F"]),
     st.lists(st.sampled_from(["-i", "-w", "-v", "-o", "-n", "-c", "-m 1", "-H", "-A 1", "-x"]), max_size=2, unique=True),
     _LITERALS), min_size=1, max_size=2)
 _FIRST_FLAGS = st.lists(st.sampled_from(["-i", "-w", "-o", "-n", "-m 2", "-H", "-c", "-r X", "--trim"]),

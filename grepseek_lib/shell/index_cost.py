@@ -47,21 +47,23 @@ def index_seconds(blocks: int, nbytes: int, rate: float) -> float:
 
 
 def not_worth(blocks: np.ndarray, nbytes: int, ends: np.ndarray, size: int, rate: float,
-              head_lines: int | None, one_word: bool, prefix: tuple[int, int] | None = None) -> str | None:
+              head_lines: int | None, one_word: bool, prefix: tuple[int, int] | None = None,
+              extra_s: float = 0.0) -> str | None:
     """Why reading `blocks` (or any superset of them) costs more than a plain run, else None.
 
     `ends[i]` is where block i ends in the corpus, `head_lines` the N of a head that stops a plain run
     (None: it reads the corpus), `one_word` whether every alternative is a single bare word, `prefix`
     (blocks, bytes) of the first run of a head that runs on growing prefixes (indexed.py), None when it
-    runs once. A superset costs at least as much and stops a plain run no later, so the answer holds for it.
+    runs once, `extra_s` what each run costs beyond one chain (renumbered output's later stages run as a
+    second chain). A superset costs at least as much and stops a plain run no later, so the answer holds for it.
     """
-    cost = index_seconds(len(blocks), nbytes, rate)
+    cost = index_seconds(len(blocks), nbytes, rate) + extra_s
     if prefix is not None:
         # a head that does not fill from the prefixes pays two more chains; one that does, the first only
-        worst = cost + 2 * FIXED_S + index_seconds(*prefix, rate)
+        worst = cost + 2 * FIXED_S + index_seconds(*prefix, rate) + 2 * extra_s
         if not one_word:
             return None if worst <= max(HEAD_RISK_S, PLAIN_S + size / rate) else "a plain scan is as fast"
-        cost = index_seconds(*prefix, rate)
+        cost = index_seconds(*prefix, rate) + extra_s
     if head_lines is not None and not one_word and cost <= max(HEAD_RISK_S, HEAD_RISK_SHARE * size / rate):
         return None
     plain_bytes = size

@@ -85,8 +85,10 @@ class IndexPath:
             if not terms:
                 return "a literal without a word character"
             alternatives.append(terms)
-        # a bare word: nearly every block holding it holds a matching line (`"Rex"` is not: the title form)
-        one_word = all(len(terms) == 1 and terms[0].kind == CONTAINS for terms in alternatives)
+        # a bare word: nearly every block holding it holds a matching line (`"Rex"` is not: the title form;
+        # nor is a case-sensitive `WILM`, whose blocks hold `Wilmington`)
+        one_word = all(len(terms) == 1 and terms[0].kind == CONTAINS for terms in alternatives) and \
+            (found.folds_case or all(_usual_case(literal) for alt in found.alternatives for literal in alt))
         sure = self.index.surely_candidates(alternatives)
         reason = self._not_worth(pipeline, found, one_word, sure)
         if reason:
@@ -117,8 +119,9 @@ class IndexPath:
         if _head_target(pipeline) is not None and len(blocks) > HEAD_PREFIX_BLOCKS:
             first = blocks[:HEAD_PREFIX_BLOCKS]
             prefix = (len(first), int(self.index.lengths[first].sum()))
+        extra = index_cost.PLAIN_S if found.renumber is not None and len(pipeline.stages) > 1 else 0.0
         return index_cost.not_worth(blocks, nbytes, self.ends, size, rate, _head_lines(pipeline), one_word,
-                                    prefix)
+                                    prefix, extra)
 
     def run(self, pipeline: Pipeline, chosen: Candidates, timeout: float,
             max_output_bytes: int | None) -> RunResult | None:
@@ -219,6 +222,11 @@ def _head_target(pipeline: Pipeline) -> tuple[str, int] | None:
     if chosen.head_lines is not None:
         return "lines", chosen.head_lines
     return None if chosen.head_bytes is None else ("bytes", chosen.head_bytes)
+
+
+def _usual_case(literal: str) -> bool:
+    """lower case or Capitalized, as most words of running text are (the index folds case away)."""
+    return literal[1:] == literal[1:].lower()
 
 
 def _fills(result: RunResult, unit: str, count: int) -> bool:

@@ -311,6 +311,17 @@ def _pump(run: _Run, stdout_fd: int, err_r: int) -> None:
                     return
 
 
+def _drain_stderr(run: _Run, err_r: int) -> None:
+    """After the output cap cut a chain and it is gone: what it had written to stderr (a warning printed
+    before its output, as `grep -E '(?i)x'` does) is still in the pipe, and a run without the cap shows it."""
+    os.set_blocking(err_r, False)
+    try:
+        while chunk := os.read(err_r, _CHUNK):
+            run.stderr(chunk)
+    except BlockingIOError:
+        pass
+
+
 def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output_bytes: int | None,
                  stdout_sink: BinaryIO | None = None, stderr_sink: BinaryIO | None = None,
                  limits: Limits = DEFAULT_LIMITS, cancel: threading.Event | None = None,
@@ -364,6 +375,8 @@ def _run_in(pipeline: Pipeline, folder: RunFolder, corpus_bytes: int, timeout: f
             run.timed_out = True
             chain.kill()
             chain.wait(time.monotonic() + 5)
+        elif run.cut:
+            _drain_stderr(run, err_r)
     finally:
         chain.kill()
         for proc in chain.procs:
