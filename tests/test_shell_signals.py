@@ -20,7 +20,11 @@ import pytest
 from test_shell_helpers import write_corpus
 
 from grepseek_lib import config
+from grepseek_lib.shell import runner
 from grepseek_lib.shell.folder import sweep_orphans
+from grepseek_lib.shell.policy import parse_command
+from grepseek_lib.shell.runner import run_pipeline
+from grepseek_lib.shell.signals import terminate_on_signals
 
 REPO = Path(__file__).resolve().parents[1]
 LOOP = "awk 'BEGIN{while(1);}'"
@@ -146,3 +150,25 @@ def test_running_stages_share_one_memory_budget(tmp_path):
         proc.communicate(timeout=30)
     assert memory == [config.CHAIN_MEMORY_BYTES // 4] * 4
     assert sizes.pop("sort") >= 1 << 30 and set(sizes.values()) == {0}  # only sort may write (its scratch)
+
+
+def test_a_signal_while_popen_starts_a_stage_still_ends_that_stage(tmp_path, monkeypatch):
+    """SIGTERM landing inside subprocess.Popen (it waits there for the child's exec) must not leave the
+    child running unknown to its chain: the exit waits until the stage is recorded, then kills it."""
+    corpus = write_corpus(tmp_path / "c.jsonl", n=5)
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen(argv, *args, **kwargs):
+        proc = real_popen(argv, *args, **kwargs)
+        if "awk" in argv:
+            started.append(proc)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here, inside "Popen"
+        return proc
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    with pytest.raises(SystemExit) as exited, terminate_on_signals():
+        run_pipeline(parse_command(LOOP), corpus, timeout=60, max_output_bytes=None)
+    assert exited.value.code == 128 + signal.SIGTERM and len(started) == 1
+    assert _gone([started[0].pid]), "the stage being started when the signal came outlived the run"

@@ -21,8 +21,9 @@ from grepseek_lib.shell.index import default_index_dir
 from grepseek_lib.shell.index_build import BLOCK_BYTES, build_index
 from grepseek_lib.shell.limits import check_max_output_bytes, check_timeout
 from grepseek_lib.shell.policy import parse_command, refusal_line
-from grepseek_lib.shell.runner import run_pipeline, terminate_on_signals, timeout_line
+from grepseek_lib.shell.runner import run_pipeline, timeout_line
 from grepseek_lib.shell.shards import build_shards, default_shards_dir, read_manifest
+from grepseek_lib.shell.signals import terminate_on_signals
 from grepseek_lib.shell.tool import load_engine
 from grepseek_lib.shell.types import EXIT_REFUSED, EXIT_TIMEOUT, Refused, RunResult
 

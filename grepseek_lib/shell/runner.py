@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -36,10 +36,11 @@ from grepseek_lib.shell import guardian, policy
 from grepseek_lib.shell import limits as lim
 from grepseek_lib.shell.folder import RunFolder, run_folder
 from grepseek_lib.shell.limits import DEFAULT_LIMITS, Limits
+from grepseek_lib.shell.signals import signals_after_start
 from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
 
 __all__ = ["DEFAULT_LIMITS", "EXIT_TRUNCATED", "Limits", "child_env", "resolve_program", "run_pipeline",
-           "search_path", "terminate_on_signals", "timeout_line"]
+           "search_path", "timeout_line"]
 
 #: Exit status reported when the output cap (or a closed reader) cut the chain: a writer killed by SIGPIPE.
 EXIT_TRUNCATED = 128 + signal.SIGPIPE
@@ -107,27 +108,6 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
     return prefix if probe.returncode == 0 else ()
 
 
-@contextlib.contextmanager
-def terminate_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
-    """In the main thread, turn SIGTERM/SIGHUP into SystemExit(128+N): every chain and folder is cleaned up.
-
-    Python's default for these signals ends the process without running `finally` blocks or atexit
-    handlers. A second signal during the cleanup is ignored (SIGKILL still works, and PDEATHSIG plus
-    the orphan sweep of the next start cover it).
-    """
-    def handler(signum: int, frame: object) -> None:
-        for number in signums:
-            signal.signal(number, signal.SIG_IGN)
-        raise SystemExit(128 + signum)
-
-    previous = {number: signal.signal(number, handler) for number in signums}
-    try:
-        yield
-    finally:
-        for number, old in previous.items():
-            signal.signal(number, old)
-
-
 # --------------------------------------------------------------------------------------------------
 # The chain.
 # --------------------------------------------------------------------------------------------------
@@ -173,16 +153,18 @@ class _Chain:
                 raise FileNotFoundError(stage.program)
             argv = policy.hardened_argv(stage)
             group = {"process_group": 0 if self.pgid is None else self.pgid}
-            proc = subprocess.Popen(
-                [*prefix, *argv], executable=prefix[0] if prefix else program, stdin=stdin,
-                stdout=subprocess.PIPE, stderr=stderr_fd, cwd=folder.work,
-                env=sort_env if stage.program == "sort" else env, close_fds=True, restore_signals=True, **group)
-            if self.pgid is None:
-                self.pgid = proc.pid
-                self.guarded = not prefix and guardian.guard(proc.pid)
-                with _LIVE_LOCK:
-                    _LIVE_GROUPS.add(proc.pid)
-            self.procs.append(proc)
+            with signals_after_start():
+                proc = subprocess.Popen(
+                    [*prefix, *argv], executable=prefix[0] if prefix else program, stdin=stdin,
+                    stdout=subprocess.PIPE, stderr=stderr_fd, cwd=folder.work,
+                    env=sort_env if stage.program == "sort" else env, close_fds=True, restore_signals=True,
+                    **group)
+                self.procs.append(proc)
+                if self.pgid is None:
+                    self.pgid = proc.pid
+                    self.guarded = not prefix and guardian.guard(proc.pid)
+                    with _LIVE_LOCK:
+                        _LIVE_GROUPS.add(proc.pid)
             lim.apply(proc.pid, lim.stage_settings(stage.program, n, timeout, limits, corpus_bytes))
             if stdin is not subprocess.DEVNULL:
                 stdin.close()  # only the next stage holds the read end: SIGPIPE works as in bash
