@@ -34,7 +34,7 @@ from grepseek_lib.shell.fold import CONTAINS
 from grepseek_lib.shell.folder import private_dir
 from grepseek_lib.shell.index import WordIndex
 from grepseek_lib.shell.merge import renumber, run_post
-from grepseek_lib.shell.plan import HEAD, plan_pipeline
+from grepseek_lib.shell.plan import HEAD, Plan, plan_pipeline
 from grepseek_lib.shell.runner import EXIT_TRUNCATED, run_pipeline
 from grepseek_lib.shell.types import EXIT_TIMEOUT, Pipeline, RunResult
 
@@ -56,6 +56,8 @@ class Candidates:
     prefilter: prefilter.Prefilter
     blocks: np.ndarray
     nbytes: int
+    #: (unit, N) of the head the pipeline ends in, when it runs on growing prefixes (_head_target).
+    head: tuple[str, int] | None = None
 
 
 class IndexPath:
@@ -89,21 +91,23 @@ class IndexPath:
         # nor is a case-sensitive `WILM`, whose blocks hold `Wilmington`)
         one_word = all(len(terms) == 1 and terms[0].kind == CONTAINS for terms in alternatives) and \
             (found.folds_case or all(_usual_case(literal) for alt in found.alternatives for literal in alt))
+        chosen = plan_pipeline(pipeline)
+        heads = (_head_lines(chosen), _head_target(pipeline, chosen))
         sure = self.index.surely_candidates(alternatives)
-        reason = self._not_worth(pipeline, found, one_word, sure)
+        reason = self._not_worth(pipeline, found, one_word, heads, sure)
         if reason:
             return reason
         blocks = self.index.candidates(alternatives)
         if blocks is None:
             return "every block may match"
-        reason = self._not_worth(pipeline, found, one_word, blocks)
+        reason = self._not_worth(pipeline, found, one_word, heads, blocks)
         if reason:
             return reason
         nbytes = int(self.index.lengths[blocks].sum()) if len(blocks) else 0
-        return Candidates(found, blocks, nbytes)
+        return Candidates(found, blocks, nbytes, heads[1])
 
     def _not_worth(self, pipeline: Pipeline, found: prefilter.Prefilter, one_word: bool,
-                   blocks: np.ndarray) -> str | None:
+                   heads: tuple[int | None, tuple[str, int] | None], blocks: np.ndarray) -> str | None:
         """Why reading `blocks` (or any superset of them) costs more than a plain run, else None
         (index_cost.py). max_fraction >= 1 means: always, when exact (the tests)."""
         if self.max_fraction >= 1:
@@ -115,23 +119,22 @@ class IndexPath:
         if nbytes > self.max_fraction * size:
             return f"unselective: candidates are at least {nbytes / max(1, size):.0%} of the corpus"
         rate = index_cost.scan_rate(pipeline.stages[0].program, found.folds_case)
+        head_lines, target = heads
         prefix = None
-        if _head_target(pipeline) is not None and len(blocks) > HEAD_PREFIX_BLOCKS:
+        if target is not None and len(blocks) > HEAD_PREFIX_BLOCKS:
             first = blocks[:HEAD_PREFIX_BLOCKS]
             prefix = (len(first), int(self.index.lengths[first].sum()))
         extra = index_cost.PLAIN_S if found.renumber is not None and len(pipeline.stages) > 1 else 0.0
-        return index_cost.not_worth(blocks, nbytes, self.ends, size, rate, _head_lines(pipeline), one_word,
-                                    prefix, extra)
+        return index_cost.not_worth(blocks, nbytes, self.ends, size, rate, head_lines, one_word, prefix, extra)
 
     def run(self, pipeline: Pipeline, chosen: Candidates, timeout: float,
             max_output_bytes: int | None) -> RunResult | None:
         """What the pipeline prints (see the module docstring); None: run it the usual way instead."""
         deadline = time.monotonic() + timeout
-        target = _head_target(pipeline)
         count = HEAD_PREFIX_BLOCKS
-        while target is not None and count < len(chosen.blocks):
+        while chosen.head is not None and count < len(chosen.blocks):
             result = self._run_blocks(pipeline, chosen, chosen.blocks[:count], deadline, max_output_bytes)
-            if result is None or result.timed_out or _fills(result, *target):
+            if result is None or result.timed_out or _fills(result, *chosen.head):
                 return result
             count *= HEAD_GROWTH
         return self._run_blocks(pipeline, chosen, chosen.blocks, deadline, max_output_bytes)
@@ -199,24 +202,22 @@ class IndexPath:
         return line_map, byte_map
 
 
-def _head_lines(pipeline: Pipeline) -> int | None:
-    """N when a plain run of `pipeline` stops after about N lines of its first stage (head, -m), else None.
+def _head_lines(chosen: Plan) -> int | None:
+    """N when a plain run of the planned pipeline stops after about N lines of its first stage (head, -m), else None.
 
     Only when every stage between the first and the head keeps every line (cut, tr): after another
     filter (`rg X corpus.jsonl | rg -w Y | head`) the head's N-th line may come much later, or never.
     """
-    chosen = plan_pipeline(pipeline)
     if chosen.strategy != HEAD or any(s.program not in ("cut", "tr") for s in chosen.parallel[1:-1]):
         return None
     return max(1, chosen.head_lines or 1)
 
 
-def _head_target(pipeline: Pipeline) -> tuple[str, int] | None:
+def _head_target(pipeline: Pipeline, chosen: Plan) -> tuple[str, int] | None:
     """(unit, N) when the pipeline ends in a head that the planner's HEAD strategy pushes through every
     stage before it (each prints, for a prefix of its input, a prefix of its output), else None."""
     if len(pipeline.stages) < 2 or pipeline.stages[-1].program != "head":
         return None
-    chosen = plan_pipeline(pipeline)
     if chosen.strategy != HEAD or chosen.post or len(chosen.parallel) != len(pipeline.stages):
         return None
     if chosen.head_lines is not None:

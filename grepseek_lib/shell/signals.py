@@ -1,4 +1,4 @@
-"""SIGTERM and SIGHUP end `grepseek run` / `ask` / `eval` through their cleanup, never mid-start of a stage."""
+"""SIGTERM and SIGHUP end `grepseek run` / `shard` / `index` through their cleanup, never mid-start of a stage."""
 
 from __future__ import annotations
 
