@@ -13,6 +13,7 @@ cost). Medians of `--repeats` runs, in milliseconds.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import tempfile
@@ -73,13 +74,17 @@ def _row(engine: Engine, corpus: Path, command: str, repeats: int) -> str:
         return f"| {shown} | {sequential:.1f} | declined: {chosen} | | | | | | |"
 
     def write() -> None:
-        with folder.private_dir("cand") as scratch:
-            path._write(scratch / "corpus.jsonl", chosen.blocks)
+        with folder.empty_run_folder() as made:
+            fd = os.open(made.work / "corpus.jsonl", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                path._append(fd, chosen.blocks)
+            finally:
+                os.close(fd)
 
     def empty_chain() -> None:
-        with folder.private_dir("cand") as scratch:
-            (scratch / "corpus.jsonl").write_bytes(b"")
-            run_pipeline(pipeline, scratch / "corpus.jsonl", timeout=60, max_output_bytes=None)
+        with folder.empty_run_folder() as made:
+            (made.work / "corpus.jsonl").write_bytes(b"")
+            run_pipeline(pipeline, made.work / "corpus.jsonl", timeout=60, max_output_bytes=None, folder=made)
 
     indexed = median_ms(lambda: engine.run(pipeline, timeout=60), repeats)
     parts = [median_ms(lambda: path.choose(pipeline), repeats), median_ms(write, repeats),

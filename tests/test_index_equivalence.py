@@ -230,9 +230,11 @@ def test_a_head_that_fills_from_a_prefix_reads_no_more_blocks(world):
     seen: list[int] = []
     original = indexed.IndexPath._run_blocks
 
-    def spy(self, pipeline, chosen, blocks, *rest):
+    def spy(self, pipeline, chosen, run_folder, blocks, *rest):
         seen.append(len(blocks))
-        return original(self, pipeline, chosen, blocks, *rest)
+        written = (run_folder.work / "corpus.jsonl").stat().st_size
+        assert written == int(self.index.lengths[blocks].sum())  # the prefix, appended to, no more
+        return original(self, pipeline, chosen, run_folder, blocks, *rest)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(indexed, "HEAD_PREFIX_BLOCKS", 2)

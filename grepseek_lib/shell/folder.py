@@ -149,10 +149,12 @@ def private_dir(kind: str, base: Path | None = None) -> Iterator[Path]:
         _release(root)
 
 
-def _make(corpus: Path) -> RunFolder:
-    """Root with work/corpus.jsonl (a hard link when possible, else a symlink) and scratch/."""
+def _make(corpus: Path | None) -> RunFolder:
+    """Root with work/corpus.jsonl (a hard link when possible, else a symlink; none without a corpus)
+    and scratch/."""
     prefix = f"grepseek-run-{os.getpid()}-"
-    attempts = ((None, prefix, True), (corpus.parent, "." + prefix, True), (None, prefix, False))
+    attempts = ((None, prefix, True),) if corpus is None else (
+        (None, prefix, True), (corpus.parent, "." + prefix, True), (None, prefix, False))
     for base, name, hard in attempts:
         try:
             sweep_once(base)
@@ -165,20 +167,33 @@ def _make(corpus: Path) -> RunFolder:
             work.mkdir(mode=0o755)
             work.chmod(0o755)  # as a folder made by mkdir under umask 022: `ls -la` shows the same mode
             scratch.mkdir(mode=0o700)
-            if hard:
+            if corpus is None:
+                pass
+            elif hard:
                 os.link(corpus, work / LOGICAL_CORPUS_NAME)
             else:  # another file system and a read-only corpus folder: ls -l / find -type differ
                 os.symlink(corpus, work / LOGICAL_CORPUS_NAME)
             return RunFolder(root, work, scratch)
         except OSError:
             _release(root)
-    raise OSError(f"no room for a private run folder for {corpus}")
+    raise OSError(f"no room for a private run folder for {corpus or 'candidate blocks'}")
 
 
 @contextlib.contextmanager
 def run_folder(corpus: Path) -> Iterator[RunFolder]:
     """Yield a private RunFolder where `corpus` appears as work/corpus.jsonl; removed afterwards."""
     folder = _make(Path(corpus).resolve(strict=True))
+    try:
+        yield folder
+    finally:
+        _release(folder.root)
+
+
+@contextlib.contextmanager
+def empty_run_folder() -> Iterator[RunFolder]:
+    """A private RunFolder without work/corpus.jsonl: the caller writes it (the index's candidate
+    blocks), saving the second folder and link a written file would need."""
+    folder = _make(None)
     try:
         yield folder
     finally:

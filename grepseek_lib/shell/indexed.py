@@ -1,7 +1,7 @@
 """Run a pipeline on the index's candidate blocks only, printing what one run on the corpus prints.
 
-The candidate blocks are copied (in-kernel, copy_file_range) into a private file that the runner
-links as corpus.jsonl, and the real pipeline runs on it with the same arguments, limits (sized for
+The candidate blocks are copied (writev from one long-lived mapping of the corpus) into corpus.jsonl
+of a private run folder, and the real pipeline runs on it with the same arguments, limits (sized for
 the whole corpus) and timeout as a sequential run. Without numbering, that is the whole job: the
 first stage prints the same bytes, so every later stage sees the same stream. With -n/-b/--column
 the first stage runs alone, its numbers are mapped back through the block table, and the later
@@ -23,15 +23,17 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from grepseek_lib.config import LOGICAL_CORPUS_NAME
 from grepseek_lib.shell import index_cost, prefilter
 from grepseek_lib.shell.fold import CONTAINS
-from grepseek_lib.shell.folder import private_dir
+from grepseek_lib.shell.folder import RunFolder, empty_run_folder
 from grepseek_lib.shell.index import WordIndex
 from grepseek_lib.shell.merge import renumber, run_post
 from grepseek_lib.shell.plan import HEAD, Plan, plan_pipeline
@@ -72,6 +74,7 @@ class IndexPath:
         #: from below without summing a long posting (an unselective word is turned away in microseconds).
         self.min_block_bytes = int(lengths.min()) if len(lengths) else 0
         self.ends = index.offsets + index.lengths
+        self.mapping = CorpusMapping(corpus)
 
     def choose(self, pipeline: Pipeline) -> Candidates | str:
         """The candidates of `pipeline`, or why the index is not used for it."""
@@ -129,36 +132,49 @@ class IndexPath:
 
     def run(self, pipeline: Pipeline, chosen: Candidates, timeout: float,
             max_output_bytes: int | None) -> RunResult | None:
-        """What the pipeline prints (see the module docstring); None: run it the usual way instead."""
-        deadline = time.monotonic() + timeout
-        count = HEAD_PREFIX_BLOCKS
-        while chosen.head is not None and count < len(chosen.blocks):
-            result = self._run_blocks(pipeline, chosen, chosen.blocks[:count], deadline, max_output_bytes)
-            if result is None or result.timed_out or _fills(result, *chosen.head):
-                return result
-            count *= HEAD_GROWTH
-        return self._run_blocks(pipeline, chosen, chosen.blocks, deadline, max_output_bytes)
+        """What the pipeline prints (see the module docstring); None: run it the usual way instead.
 
-    def _run_blocks(self, pipeline: Pipeline, chosen: Candidates, blocks: np.ndarray, deadline: float,
-                    max_output_bytes: int | None) -> RunResult | None:
-        """The pipeline run on `blocks` (all the candidates, or a prefix of them for a head)."""
+        A head's growing prefixes share one candidate file: each round appends the blocks it adds.
+        """
+        deadline = time.monotonic() + timeout
+        total = len(chosen.blocks)
+        count = HEAD_PREFIX_BLOCKS if chosen.head is not None else total
+        with empty_run_folder() as folder:
+            fd = os.open(folder.work / LOGICAL_CORPUS_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                written = 0
+                while True:
+                    count = min(count, total)
+                    self._append(fd, chosen.blocks[written:count])
+                    written = count
+                    result = self._run_blocks(pipeline, chosen, folder, chosen.blocks[:count], deadline,
+                                              max_output_bytes)
+                    if count == total or result is None or result.timed_out or _fills(result, *chosen.head):
+                        return result
+                    count *= HEAD_GROWTH
+            finally:
+                os.close(fd)
+
+    def _run_blocks(self, pipeline: Pipeline, chosen: Candidates, folder: RunFolder, blocks: np.ndarray,
+                    deadline: float, max_output_bytes: int | None) -> RunResult | None:
+        """The pipeline run on `blocks` (all the candidates, or a prefix of them for a head), which
+        `folder` holds as work/corpus.jsonl."""
         timeout = max(0.0, deadline - time.monotonic())
         size = self.index.manifest.size
-        with private_dir("cand") as folder:
-            path = folder / "corpus.jsonl"
-            self._write(path, blocks)
-            spec = chosen.prefilter.renumber
-            if spec is None:
-                cap = MAX_BUFFERED_BYTES if max_output_bytes is None else max_output_bytes
-                result = run_pipeline(pipeline, path, timeout=timeout, max_output_bytes=cap, corpus_bytes=size)
-                if result.timed_out:
-                    return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
-                if result.truncated and max_output_bytes is None:
-                    return None
-                return result if _clean(result) else None
-            first = Pipeline(text=pipeline.text, stages=pipeline.stages[:1])
-            result = run_pipeline(first, path, timeout=timeout, max_output_bytes=MAX_BUFFERED_BYTES,
-                                  corpus_bytes=size)
+        path = folder.work / LOGICAL_CORPUS_NAME
+        spec = chosen.prefilter.renumber
+        if spec is None:
+            cap = MAX_BUFFERED_BYTES if max_output_bytes is None else max_output_bytes
+            result = run_pipeline(pipeline, path, timeout=timeout, max_output_bytes=cap, corpus_bytes=size,
+                                  folder=folder)
+            if result.timed_out:
+                return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
+            if result.truncated and max_output_bytes is None:
+                return None
+            return result if _clean(result) else None
+        first = Pipeline(text=pipeline.text, stages=pipeline.stages[:1])
+        result = run_pipeline(first, path, timeout=timeout, max_output_bytes=MAX_BUFFERED_BYTES,
+                              corpus_bytes=size, folder=folder)
         if result.timed_out:
             return RunResult(b"", result.stderr, EXIT_TIMEOUT, timed_out=True)
         if result.truncated or not _clean(result):
@@ -173,14 +189,11 @@ class IndexPath:
             return RunResult(out[:max_output_bytes], b"", EXIT_TRUNCATED, truncated=True)
         return RunResult(out, b"", result.exit_code)
 
-    def _write(self, path: Path, blocks: np.ndarray) -> None:
-        """Copy the blocks into `path`, adjacent blocks as one range, many ranges a system call."""
-        fd_out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            if len(blocks):
-                _write_ranges(self.corpus, fd_out, *_ranges(self.index.offsets[blocks], self.index.lengths[blocks]))
-        finally:
-            os.close(fd_out)
+    def _append(self, fd: int, blocks: np.ndarray) -> None:
+        """Append the blocks to `fd`, adjacent blocks as one range, many ranges a system call."""
+        if len(blocks):
+            starts, ends = _ranges(self.index.offsets[blocks], self.index.lengths[blocks])
+            _write_ranges(self.mapping.view(ends[-1]), fd, starts, ends)
 
     def _maps(self, blocks: np.ndarray):
         """(line map, byte map) from the candidate file's numbers to the corpus's."""
@@ -249,25 +262,44 @@ def _ranges(offsets: np.ndarray, lengths: np.ndarray) -> tuple[list[int], list[i
     return offsets[np.r_[0, breaks]].tolist(), ends[np.r_[breaks - 1, len(offsets) - 1]].tolist()
 
 
-def _write_ranges(corpus: Path, fd_out: int, starts: list[int], ends: list[int]) -> None:
-    """Append the corpus's [start, end) ranges to `fd_out`: slices of a mapping, IOV_MAX at a time.
+def _write_ranges(view: memoryview, fd_out: int, starts: list[int], ends: list[int]) -> None:
+    """Append the [start, end) ranges of `view` to `fd_out`, IOV_MAX at a time.
 
     One writev per 1024 ranges instead of one copy call per range (~10 us each on an overlay file
     system): a rare name's 78 blocks are one call.
     """
-    if ends[-1] > corpus.stat().st_size:
-        raise OSError("the corpus is shorter than its index says")
-    with open(corpus, "rb") as src, mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        view = memoryview(mapped)
+    for first in range(0, len(starts), _IOV_MAX):
+        parts = [view[a:b] for a, b in zip(starts[first:first + _IOV_MAX], ends[first:first + _IOV_MAX], strict=True)]
         try:
-            for first in range(0, len(starts), _IOV_MAX):
-                parts = [view[a:b] for a, b in zip(starts[first:first + _IOV_MAX], ends[first:first + _IOV_MAX],
-                                                   strict=True)]
-                _writev_all(fd_out, parts)
-                for part in parts:
-                    part.release()
+            _writev_all(fd_out, parts)
         finally:
-            view.release()
+            for part in parts:
+                part.release()
+
+
+class CorpusMapping:
+    """One read-only mapping of the corpus, kept while the file stays the same (device, inode, size,
+    mtime): a fresh mapping per command pays a page fault per scattered block, 2.5-4x the copy itself
+    (docs/INDEX.md). A mapping another thread still reads from is dropped, never closed under it."""
+
+    def __init__(self, corpus: Path) -> None:
+        self.corpus = corpus
+        self._key: tuple[int, int, int, int] | None = None
+        self._view: memoryview | None = None
+        self._lock = threading.Lock()
+
+    def view(self, end: int) -> memoryview:
+        """The mapping, checked to hold at least `end` bytes."""
+        info = os.stat(self.corpus)
+        if end > info.st_size:
+            raise OSError("the corpus is shorter than its index says")
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        with self._lock:
+            if key != self._key or self._view is None:
+                with open(self.corpus, "rb") as src:
+                    self._view = memoryview(mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ))
+                self._key = key
+            return self._view
 
 
 def _writev_all(fd: int, parts: list[memoryview]) -> None:

@@ -308,7 +308,7 @@ def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output
                  stdout_sink: BinaryIO | None = None, stderr_sink: BinaryIO | None = None,
                  limits: Limits = DEFAULT_LIMITS, cancel: threading.Event | None = None,
                  on_slow: tuple[float, Callable[[], None]] | None = None, first_stage: int = 1,
-                 corpus_bytes: int | None = None) -> RunResult:
+                 corpus_bytes: int | None = None, folder: RunFolder | None = None) -> RunResult:
     """Run `pipeline` over `corpus` (seen as corpus.jsonl). Exit status is the last stage's, as bash.
 
     Without sinks, stdout and stderr are returned in the RunResult; with sinks they are written there
@@ -322,6 +322,8 @@ def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output
     `first_stage` is the number stage notes give the first stage (the engine's post part runs the
     tail of a longer pipeline). `corpus_bytes` sizes the limits (sort's scratch) when `corpus` stands
     for a larger file (the index's candidate blocks): the stages get the limits of a run on that file.
+    `folder` is a run folder the caller made and wrote work/corpus.jsonl into (`corpus` is then that
+    file); it is used as is and left to the caller to remove.
     """
     for stage in pipeline.stages:  # defence in depth: a Pipeline built by hand is checked too
         policy.check_stage(list(stage.argv))
@@ -330,9 +332,11 @@ def run_pipeline(pipeline: Pipeline, corpus: Path, *, timeout: float, max_output
     slow = (start + on_slow[0], on_slow[1]) if on_slow is not None else None
     run = _Run(start + timeout, max_output_bytes, stdout_sink, stderr_sink, limits, cancel, slow)
     corpus = Path(corpus)
-    with run_folder(corpus) as folder:
-        size = corpus.stat().st_size if corpus_bytes is None else corpus_bytes
+    size = corpus.stat().st_size if corpus_bytes is None else corpus_bytes
+    if folder is not None:
         return _run_in(pipeline, folder, size, timeout, run, first_stage)
+    with run_folder(corpus) as made:
+        return _run_in(pipeline, made, size, timeout, run, first_stage)
 
 
 def _run_in(pipeline: Pipeline, folder: RunFolder, corpus_bytes: int, timeout: float, run: _Run,
