@@ -1,10 +1,11 @@
 """Where the time of an indexed command goes (docs/INDEX.md, "Results on 2026-12-05").
 
 Part 1, process starts: the median time to start and reap `/bin/true`, this environment's `rg`, `grep`,
-and `setpriv --pdeathsig KILL -- true` on a tiny file (the floor under any chain). Part 2, for each
+and `setpriv --pdeathsig KILL -- true` on a tiny file (the floor under any chain), and the runner's whole
+plain chain of `rg` on it (its private folder included: index_cost.PLAIN_S). Part 2, for each
 selective row of `grepseek bench engine`: the sequential run, the indexed run, and its parts: choosing
 the candidate blocks, writing them to a file, and the same pipeline over an empty file (the chain's fixed
-cost). Medians of `--repeats` runs, in milliseconds.
+cost; with the choice, index_cost.FIXED_S). Medians of `--repeats` runs, in milliseconds.
 
     .venv/bin/python scripts/index_breakdown.py --corpus data/scaled/corpus-1200mb.jsonl \
         --index data/scaled/corpus-1200mb.index
@@ -50,6 +51,9 @@ def process_starts(repeats: int) -> None:
         for argv in rows:
             ms = median_ms(lambda argv=argv: subprocess.run(argv, stdout=subprocess.DEVNULL, env=env), repeats)
             print(f"| `{' '.join(Path(argv[0]).name if i == 0 else a for i, a in enumerate(argv[:3]))}` | {ms:.2f} |")
+        plain = parse_command("rg -F Kilimanjaro corpus.jsonl")
+        ms = median_ms(lambda: run_pipeline(plain, small, timeout=60, max_output_bytes=None), repeats)
+        print(f"| the runner's plain chain, `rg -F Kilimanjaro` (index_cost.PLAIN_S) | {ms:.2f} |")
 
 
 def selective_rows(corpus: Path, index: Path, repeats: int) -> None:

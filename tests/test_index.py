@@ -197,6 +197,7 @@ def test_a_head_after_a_phrase_takes_the_index_when_cheap(indexed, monkeypatch):
     corpus, manifest = indexed
     path = IndexPath(load_index(manifest.directory, corpus), corpus, max_fraction=1 - 1e-9)
     monkeypatch.setattr(index_cost, "STOP_SLACK_LINES", 1)
+    monkeypatch.setattr(index_cost, "FIXED_S", index_cost.PLAIN_S)  # the bytes decide, not the chains
     word = parse_command("rg -F quoted corpus.jsonl | head -n 1")
     phrase = parse_command("rg -F '\\\"quoted\\\" a|b' corpus.jsonl | head -n 1")
     assert path.choose(word) == "a plain scan is as fast"  # the first candidate block ends early: a plain run stops

@@ -36,6 +36,9 @@ _OWNER = ".owner"
 _LIVE: dict[Path, int] = {}
 _LIVE_LOCK = threading.Lock()
 _SWEPT: set[str] = set()
+#: Empty run folders ready for reuse (empty_run_folder), at most _POOL_MAX, guarded by _LIVE_LOCK.
+_POOL: list[RunFolder] = []
+_POOL_MAX = 8
 
 
 @dataclass(frozen=True)
@@ -192,9 +195,46 @@ def run_folder(corpus: Path) -> Iterator[RunFolder]:
 @contextlib.contextmanager
 def empty_run_folder() -> Iterator[RunFolder]:
     """A private RunFolder without work/corpus.jsonl: the caller writes it (the index's candidate
-    blocks), saving the second folder and link a written file would need."""
-    folder = _make(None)
+    blocks). Folders are reused: once the caller's file is gone and nothing else was left, the next
+    call takes the same folder (making and removing one costs ~0.6 ms, a fifth of an indexed command)."""
+    with _LIVE_LOCK:
+        folder = _POOL.pop() if _POOL else None
+    if folder is None or not folder.work.is_dir():
+        folder = _make(None)
+    reusable = False
     try:
         yield folder
+        reusable = _emptied(folder)
     finally:
-        _release(folder.root)
+        with _LIVE_LOCK:
+            if reusable and len(_POOL) < _POOL_MAX:
+                _POOL.append(folder)
+                folder = None
+        if folder is not None:
+            _release(folder.root)
+
+
+def _emptied(folder: RunFolder) -> bool:
+    """Remove work/corpus.jsonl; True when the folder then holds what a fresh one holds (sort's spill
+    files are left only by a sort that was killed)."""
+    try:
+        os.unlink(folder.work / LOGICAL_CORPUS_NAME)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    try:
+        return not any(True for _ in os.scandir(folder.work)) and not any(True for _ in os.scandir(folder.scratch))
+    except OSError:
+        return False
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child must not share the parent's pooled folders, nor remove them when it exits (it
+    runs one thread then: the lock, which another thread may have held at the fork, is not taken)."""
+    for pooled in _POOL:
+        _LIVE.pop(pooled.root, None)
+    _POOL.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)

@@ -20,12 +20,12 @@ import numpy as np
 
 #: Plain scan rates from the page cache, bytes per second (bench engine, 2-core machine).
 RG_RATE, RG_FOLD_RATE, GREP_RATE = 24e9, 10e9, 1.5e9
-#: A run's process chain (spawn to exit), and the index path's (lookups, the candidate file's private
-#: folder, the same chain).
-PLAIN_S, FIXED_S = 2e-3, 3e-3
-#: Writing one candidate block (one iovec of a writev) and each of its bytes (the write and what rg does
-#: beyond its scan: line-number rewriting under -n, its output).
-PER_BLOCK_S, PER_BYTE_S = 2.7e-6, 0.5e-9
+#: A run's process chain (its private folder, spawn to exit), and the index path's (lookups, a reused
+#: folder, the same chain): scripts/index_breakdown.py.
+PLAIN_S, FIXED_S = 2.5e-3, 2e-3
+#: Writing one candidate block (one iovec of a writev from a kept mapping) and each of its bytes (the
+#: write and what rg does beyond its scan: line-number rewriting under -n, its output).
+PER_BLOCK_S, PER_BYTE_S = 0.5e-6, 0.5e-9
 #: rg and grep write through a buffer: a head stops them only some lines after its N-th.
 STOP_SLACK_LINES = 16
 #: With a phrase and a head, the index is used whenever it costs at most this, or this share of a plain
