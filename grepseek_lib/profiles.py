@@ -33,6 +33,9 @@ _COMMON: dict[str, Any] = {
     #: Share of cold-start trajectories with a refused repeat replayed as a no-loss turn
     #: (coldstart.export.REPEAT_RECOVERY_RATE, tested equal).
     "repeat_recovery_rate": 0.0,
+    #: Subtracted from a GRPO rollout's reward when it sends a command twice (GRPOSettings.repeat_penalty,
+    #: tested equal).
+    "grpo_repeat_penalty": 0.0,
     #: 00_data imports these instead of building the mini-wiki (set data_dir to another folder too).
     "import_corpus": None,
     "import_benchmarks": None,

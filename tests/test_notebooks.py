@@ -94,6 +94,9 @@ def test_profile_rates_are_the_library_defaults():
 
     assert all(p["phrase_first_rate"] == PHRASE_FIRST_RATE for p in profiles.PROFILES.values())
     assert all(p["repeat_recovery_rate"] == REPEAT_RECOVERY_RATE for p in profiles.PROFILES.values())
+    from grepseek_lib.train.configs import GRPOSettings
+
+    assert all(p["grpo_repeat_penalty"] == GRPOSettings.repeat_penalty for p in profiles.PROFILES.values())
 
 
 def is_one_call_loop(node: ast.For) -> bool:

@@ -110,3 +110,30 @@ def test_trl_adapter_scores_and_logs(tmp_path):
     assert logged["reward_parts/format_pass_rate"] == 0.5
     record = json.loads((tmp_path / "parts.jsonl").read_text())
     assert record["answer_rate"] == 0.5 and record["tool_calls"] == 1.0 and record["rewards"] == {"q1": [1.0, 0.0]}
+
+
+def test_a_repeated_command_costs_the_repeat_penalty_only_when_set():
+    other = render_turn("Widen the search.", command="rg -F -i 'moses' corpus.jsonl | head -n 3")
+    repeated, changed = [CALL, CALL, ANSWER], [CALL, other, ANSWER]
+    assert reward(repeated, GOLDS) == pytest.approx(1.0)  # off by default: the paper's reward
+    assert reward(repeated, GOLDS, repeat_penalty=0.25) == pytest.approx(0.75)
+    assert reward(changed, GOLDS, repeat_penalty=0.25) == pytest.approx(1.0)
+    wrong = render_turn("Guess.", answer="Miriam")
+    assert reward([CALL, CALL, wrong], GOLDS, repeat_penalty=0.25) == pytest.approx(-0.25)  # below a clean miss
+    parts = reward_parts(repeated, GOLDS, repeat_penalty=0.25)
+    assert parts["repeats"] and not reward_parts(changed, GOLDS)["repeats"]
+
+
+def test_the_trl_adapter_applies_the_repeat_penalty_and_logs_the_repeat_rate(tmp_path):
+    class Chars:  # a tokenizer whose ids are the characters of the text
+        def decode(self, ids, skip_special_tokens=False):
+            return "".join(map(chr, ids))
+
+    episode = [CALL, CALL, ANSWER]
+    text = "<|im_end|>\n<|im_start|>assistant\n".join(episode)
+    scorer = TrlShellReward(Chars(), log_path=tmp_path / "parts.jsonl", repeat_penalty=0.5)
+    logged: dict[str, float] = {}
+    rewards = scorer([[{"role": "user", "content": "Query: q"}]], [None], [[ord(c) for c in text]], [GOLDS],
+                     log_metric=logged.__setitem__)
+    assert rewards == [pytest.approx(0.5)]
+    assert logged["reward_parts/repeat_rate"] == 1.0

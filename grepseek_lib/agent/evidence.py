@@ -40,7 +40,12 @@ def search_report(commands: Sequence[str], stdouts: Sequence[str], golds: str | 
     """One episode's search: evidence found, first search empty (None without a search), a command repeated."""
     return {"evidence_found": any(answer_in(readable(out), golds) for out in stdouts),
             "first_search_empty": (not stdouts[0].strip()) if stdouts else None,
-            "repeated_command": len(set(commands)) < len(commands)}
+            "repeated_command": repeats_a_command(commands)}
+
+
+def repeats_a_command(commands: Sequence[str]) -> bool:
+    """Whether some command is one the episode already sent (exactly, as the loop's repeat refusal sees it)."""
+    return len(set(commands)) < len(commands)
 
 
 def evidence_cut_by_cap(trajectory: Any, rerun: Callable[[str], str]) -> bool:

@@ -70,6 +70,9 @@ class GRPOSettings(RunSettings):
     loss_type: str = "dapo"
     scale_rewards: str = "group"
     max_tool_calls: int = config.MAX_TOOL_CALLS
+    #: Subtracted from the reward of a rollout that sends a command it already sent (train/reward.py;
+    #: 0: the paper's F1 x format reward).
+    repeat_penalty: float = 0.0
     #: Whole multi-turn completion (model tokens + tool observations) in tokens.
     max_completion_length: int = 8192
     #: One generated turn in tokens (the agent loop's default cap).
@@ -154,7 +157,8 @@ _POSITIVE = frozenset({
     "max_examples", "save_steps", "save_total_limit", "logging_steps", "lora_r", "lora_alpha", "num_generations",
     "questions_per_step", "max_steps", "temperature", "max_completion_length", "max_turn_tokens", "max_obs_tokens",
     "tool_timeout_s", "max_questions", "probe_samples"})
-_NON_NEGATIVE = frozenset({"weight_decay", "beta", "epsilon", "max_tool_calls", "probe_candidates", "seed"})
+_NON_NEGATIVE = frozenset({"weight_decay", "beta", "epsilon", "max_tool_calls", "probe_candidates", "seed",
+                           "repeat_penalty"})
 _FRACTION = frozenset({"warmup_ratio", "lora_dropout"})
 #: Settings with a fixed set of values (trl rejects others, but only after the model loaded).
 _CHOICES: dict[str, tuple[Any, ...]] = {

@@ -105,8 +105,8 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
     probed = []
     for k, q in enumerate(questions):
         mine = episodes[k * settings.probe_samples:(k + 1) * settings.probe_samples]
-        probed.append({**q, "probe_rewards": [reward(e.assistant_texts(), q["golds"],
-                                                     max_tool_calls=settings.max_tool_calls) for e in mine]})
+        probed.append({**q, "probe_rewards": [reward(e.assistant_texts(), q["golds"], max_tool_calls=settings.max_tool_calls,
+                                                     repeat_penalty=settings.repeat_penalty) for e in mine]})
     return probed
 
 
@@ -285,7 +285,8 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         **checkpoint_args(settings, flags),
     )
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is marked experimental in trl
-    reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE)
+    reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE,
+                            repeat_penalty=settings.repeat_penalty)
     trainer = skipping_trainer_class()(
         model=model,
         reward_funcs=[reward],

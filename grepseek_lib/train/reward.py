@@ -1,4 +1,5 @@
-"""The RL reward: token-F1 of the episode's answer (best over gold answers) times the strict format gate.
+"""The RL reward: token-F1 of the episode's answer (best over gold answers) times the strict format gate,
+less `repeat_penalty` when the episode sends a command it already sent (0 by default: the paper's reward).
 
 Built only from `agent.actions` (format gate, FIRST `<answer>` block) and `metrics.f1`, so the reward
 pays for exactly what evaluation scores.
@@ -22,7 +23,7 @@ from typing import Any
 from grepseek_lib import config
 from grepseek_lib.agent.actions import first_answer, format_gate, parse_action
 from grepseek_lib.agent.chat_template import IM_END, IM_START
-from grepseek_lib.agent.evidence import search_report, summarize_search
+from grepseek_lib.agent.evidence import repeats_a_command, search_report, summarize_search
 from grepseek_lib.agent.trajectory import Trajectory, Turn, append_jsonl
 from grepseek_lib.metrics import f1
 from grepseek_lib.shell.tool import observation_payload
@@ -100,27 +101,33 @@ def _question_of(prompt: Any) -> str:
 
 
 def reward_parts(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequence[str], *,
-                 max_tool_calls: int = config.MAX_TOOL_CALLS, stdouts: Sequence[str] | None = None) -> dict[str, Any]:
-    """Everything the reward is made of, for logging: format_ok, reason, n_tool_calls, answered, f1, reward;
-    given the tool outputs, also the search report (evidence found, empty first search, repeated command)."""
+                 max_tool_calls: int = config.MAX_TOOL_CALLS, stdouts: Sequence[str] | None = None,
+                 repeat_penalty: float = 0.0) -> dict[str, Any]:
+    """Everything the reward is made of, for logging: format_ok, reason, n_tool_calls, answered, f1, repeats
+    (a command sent twice, whether the tool ran it or refused it), reward; given the tool outputs, also the
+    search report (evidence found, empty first search, repeated command among those that ran).
+
+    The penalty is what a repeat costs beyond its lost call: a policy that re-sends a command after reading
+    a passage that lacks the answer (#21) is paid less than one that changes its search, whatever it answers."""
     turns = assistant_turns(completion)
     ok, reason = format_gate(turns, max_tool_calls=max_tool_calls)
     answer = first_answer(turns)
     score = f1(answer, list(golds) if not isinstance(golds, str) else golds) if answer is not None else 0.0
     actions = [parse_action(turn) for turn in turns]
     commands = [a.command or "" for a in actions if a.kind == "tool"]
+    repeats = repeats_a_command(commands)
     parts = {"format_ok": bool(ok), "reason": reason, "n_tool_calls": len(commands),
-             "answered": answer is not None, "answer": answer, "f1": float(score),
-             "reward": float(score) if ok else 0.0}
+             "answered": answer is not None, "answer": answer, "f1": float(score), "repeats": repeats,
+             "reward": (float(score) if ok else 0.0) - (repeat_penalty if repeats else 0.0)}
     if stdouts is not None:
         parts.update(search_report(commands[:len(stdouts)], list(stdouts), golds))
     return parts
 
 
 def reward(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequence[str], *,
-           max_tool_calls: int = config.MAX_TOOL_CALLS) -> float:
-    """Token-F1 (best over golds, first `<answer>` block) x format gate (0 or 1)."""
-    return reward_parts(completion, golds, max_tool_calls=max_tool_calls)["reward"]
+           max_tool_calls: int = config.MAX_TOOL_CALLS, repeat_penalty: float = 0.0) -> float:
+    """Token-F1 (best over golds, first `<answer>` block) x format gate (0 or 1), less the repeat penalty."""
+    return reward_parts(completion, golds, max_tool_calls=max_tool_calls, repeat_penalty=repeat_penalty)["reward"]
 
 
 def summarize_parts(parts: Sequence[dict]) -> dict[str, float]:
@@ -130,7 +137,8 @@ def summarize_parts(parts: Sequence[dict]) -> dict[str, float]:
                "format_pass_rate": sum(p["format_ok"] for p in parts) / n,
                "answer_rate": sum(p["answered"] for p in parts) / n,
                "tool_calls": sum(p["n_tool_calls"] for p in parts) / n,
-               "f1": sum(p["f1"] for p in parts) / n}
+               "f1": sum(p["f1"] for p in parts) / n,
+               "repeat_rate": sum(bool(p.get("repeats")) for p in parts) / n}
     if parts and all("evidence_found" in p for p in parts):
         summary.update(summarize_search(parts))
     return summary
@@ -146,9 +154,10 @@ class TrlShellReward:
     __name__ = "f1_x_format"  # trl names the reward column after the function
 
     def __init__(self, tokenizer: Any, *, max_tool_calls: int = config.MAX_TOOL_CALLS,
-                 log_path: Path | None = None):
+                 log_path: Path | None = None, repeat_penalty: float = 0.0):
         self.tokenizer = tokenizer
         self.max_tool_calls = max_tool_calls
+        self.repeat_penalty = repeat_penalty
         self.log_path = Path(log_path) if log_path else None
 
     def decode(self, completion_ids: Sequence[int]) -> str:
@@ -162,7 +171,7 @@ class TrlShellReward:
                  **columns: Any) -> list[float]:
         texts = [self.decode(ids) for ids in completion_ids]
         parts = [reward_parts(split_decoded_turns(text), g, max_tool_calls=self.max_tool_calls,
-                              stdouts=decoded_stdouts(text))
+                              stdouts=decoded_stdouts(text), repeat_penalty=self.repeat_penalty)
                  for text, g in zip(texts, golds, strict=True)]
         summary = summarize_parts(parts)
         if log_metric is not None:
