@@ -264,6 +264,46 @@ def test_a_count_of_0_on_a_name_the_corpus_lacks_is_answered_by_another_name_fro
     assert absent_name_count(item.question, "rg -F 'Velmont' corpus.jsonl | head -n 3", tool) is None
 
 
+def test_full_budget_spent_on_searches_for_names_the_corpus_lacks_has_no_count_and_no_repeat(corpus, tool):
+    from grepseek_lib.agent.prompt import budget_message
+    from grepseek_lib.coldstart.export import to_messages
+
+    tutor, planner = _roles(corpus)
+    item = _item(dict(HOTPOT_BRIDGE, question="In which town was the director of Moon Garden, a remake of "
+                                              "Quorn Zebedee by Pell Varrow, born?"))
+    rates = dict(probe_rate=0.0, fill_budget_rate=1.0)
+    full = process_question(item, tutor, planner, tool, fill_with="searches", **rates)
+    assert full.accepted, (full.stage, full.reason)
+    calls = [t for t in full.turns if t.command]
+    commands = [t.command for t in calls]
+    assert len(commands) == 5 and len(set(commands)) == 5 and full.answer == "Velmont"
+    assert not any(c.endswith("| wc -l") for c in commands)
+    # the names the corpus lacks open it, each printed nothing, each next thought names the change
+    assert commands[:2] == ["rg -F 'Quorn Zebedee' corpus.jsonl | head -n 5",
+                            "rg -F 'Pell Varrow' corpus.jsonl | head -n 5"]
+    assert all(not calls[i].payload["stdout"] for i in range(2))
+    assert "another name from the question: 'Pell Varrow'" in calls[1].think
+    assert "Nothing matched 'Pell Varrow'" in calls[2].think
+    messages = to_messages(item, full, 9)
+    assert messages[-2]["content"].endswith("\n\n" + budget_message(5))
+    assert "<answer>Velmont</answer>" in messages[-1]["content"]
+    # with counts (the default) the same budget is spent on a count before a read of the same search
+    counted = process_question(item, tutor, planner, tool, **rates)
+    counts = [t.command for t in counted.turns if t.command and t.command.endswith("| wc -l")]
+    assert counted.accepted and counts and "Quorn Zebedee" not in str(counted.turns)
+    # a question whose names are all in the corpus cannot fill it with searches either
+    plain = process_question(_item(HOTPOT_BRIDGE), tutor, planner, tool, fill_with="searches", **rates)
+    assert plain.accepted and sum(t.command is not None for t in plain.turns) < 5
+
+
+def test_fill_with_is_checked():
+    from grepseek_lib.coldstart.build import ColdStartSettings
+    from grepseek_lib.errors import UserError
+
+    with pytest.raises(UserError, match="fill_with must be one of counts, searches"):
+        ColdStartSettings(fill_with="count")
+
+
 def _payload(tool, command):
     return tool(command)
 

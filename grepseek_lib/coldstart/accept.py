@@ -106,11 +106,12 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
                      max_attempts: int = MAX_ATTEMPTS, probe_rate: float = PROBE_RATE,
                      max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget_rate: float = FILL_BUDGET_RATE,
                      detour_rate: float = DETOUR_RATE, zero_count_rate: float = ZERO_COUNT_RATE,
-                     other_name_rate: float = OTHER_NAME_RATE) -> Outcome:
+                     other_name_rate: float = OTHER_NAME_RATE, fill_with: str = "counts") -> Outcome:
     """Decompose, chain, assemble, check, accept: one question, deterministic for a (seed, id).
 
     With probability `fill_budget_rate` (and when the chain has enough real commands) the trajectory is
-    first assembled to spend the whole budget; if that one is not accepted the short one is used."""
+    first assembled to spend the whole budget (on what: `fill_with`); if that one is not accepted the short one
+    is used."""
     rng = random.Random(f"{seed}:{item.id}")
     try:
         plans = tutor.decompose(item)
@@ -137,9 +138,9 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
     common = dict(hops=len(chain.plan), commands_run=commands_run, plans_tried=tried, log=log)
     try:
         fill = random.Random(f"{seed}:{item.id}:fill")  # own stream: short paths stay as they were
-        if fill.random() < fill_budget_rate and can_fill_budget(chain, max_tool_calls):
+        if fill.random() < fill_budget_rate and can_fill_budget(chain, max_tool_calls, fill_with=fill_with):
             turns = assemble(item, chain, tutor, planner, tool, fill, max_tool_calls=max_tool_calls,
-                             zero_count_rate=zero_count_rate, fill_budget=True)
+                             zero_count_rate=zero_count_rate, fill_budget=True, fill_with=fill_with)
             if sum(t.command is not None for t in turns) == max_tool_calls:
                 full = _judge(item, turns, facts, evidence_ids, max_tool_calls, common)
                 if full.accepted:

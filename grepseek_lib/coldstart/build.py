@@ -17,11 +17,12 @@ from grepseek_lib.agent.backends import make_backend
 from grepseek_lib.agent.loop import corpus_lines
 from grepseek_lib.coldstart import export
 from grepseek_lib.coldstart.accept import FILL_BUDGET_RATE, process_question
-from grepseek_lib.coldstart.chain import DETOUR_RATE, OTHER_NAME_RATE, PROBE_RATE, ZERO_COUNT_RATE
+from grepseek_lib.coldstart.chain import DETOUR_RATE, FILL_WITH, OTHER_NAME_RATE, PROBE_RATE, ZERO_COUNT_RATE
 from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
 from grepseek_lib.coldstart.roles import Item, LLMPlanner, LLMTutor, Planner, TeacherClient, Tutor
 from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE, PHRASE_FIRST_RATE
 from grepseek_lib.data.formats import benchmark_path, iter_corpus, load_benchmark
+from grepseek_lib.errors import UserError
 from grepseek_lib.progress import progress_bar
 from grepseek_lib.shell.open import open_tool, resolve_corpus
 
@@ -46,6 +47,7 @@ class ColdStartSettings:
     seed: int = 0
     probe_rate: float = PROBE_RATE
     fill_budget_rate: float = FILL_BUDGET_RATE
+    fill_with: str = "counts"
     detour_rate: float = DETOUR_RATE
     zero_count_rate: float = ZERO_COUNT_RATE
     other_name_rate: float = OTHER_NAME_RATE
@@ -56,6 +58,10 @@ class ColdStartSettings:
     dev_percent: float = 10.0
     timeout: float = config.DEFAULT_TIMEOUT_S
     max_obs_tokens: int = config.DEFAULT_MAX_OBS_TOKENS
+
+    def __post_init__(self) -> None:
+        if self.fill_with not in FILL_WITH:
+            raise UserError(f"fill_with must be one of {', '.join(FILL_WITH)}, got {self.fill_with!r}")
 
 
 @dataclass
@@ -125,7 +131,7 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
         outcome = process_question(item, tutor, planner, tool, seed=settings.seed, probe_rate=settings.probe_rate,
                                    fill_budget_rate=settings.fill_budget_rate, detour_rate=settings.detour_rate,
                                    zero_count_rate=settings.zero_count_rate,
-                                   other_name_rate=settings.other_name_rate)
+                                   other_name_rate=settings.other_name_rate, fill_with=settings.fill_with)
         record = export.make_record(item, outcome, n_lines, max_obs_tokens=tool.max_obs_tokens,
                                     repeat_recovery_rate=settings.repeat_recovery_rate)
         export.append_record(records_path, record)

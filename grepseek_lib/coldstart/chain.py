@@ -57,6 +57,11 @@ ZERO_COUNT_RATE = 0.0
 OTHER_NAME_RATE = 0.0
 #: Names read off the question that are tried (each one a count) before giving the opener up.
 OTHER_NAME_TRIES = 3
+#: What a fill-budget trajectory spends its spare calls on: `counts` (its dead ends, then a count before each
+#: hop's read) or `searches` (reads of names from the question the corpus lacks, then its dead ends; no
+#: count). Each count there is followed by the same search, and forty such pairs taught the SFT model to
+#: repeat a search it had just read (docs/RESULTS.md, exp31).
+FILL_WITH = ("counts", "searches")
 
 ToolFn = Callable[[str], dict]
 
@@ -154,48 +159,85 @@ def absent_name_count(question: str, command: str, tool: ToolFn) -> tuple[str, d
     """A count (run for real, printing 0) on a name the question gives that no corpus line holds, other than
     the anchor of the verified `command` and not overlapping it; None when the anchor is not written in the
     question (the next thought could not call it another name from the question) or every name is there."""
+    found = absent_names(question, command, tool, count=True, limit=1)
+    return found[0] if found else None
+
+
+def absent_names(question: str, command: str, tool: ToolFn, *, count: bool, limit: int) -> list[tuple[str, dict]]:
+    """Up to `limit` searches (reads, or counts with `count`) run for real on names the question gives that
+    no corpus line holds, as in `absent_name_count`: each prints nothing (a count prints 0)."""
     try:
         patterns = command_patterns(command)
     except Refused:
-        return None
+        return []
     anchor = patterns[0].strip('"').rstrip(" (") if patterns else ""
-    if not anchor or not contains(question, anchor):
-        return None
+    if not anchor or not contains(question, anchor) or limit <= 0:
+        return []
     names = [n for n in question_names(question, anchor) if not contains(n, anchor) and not contains(anchor, n)]
+    found = []
     for name in names[:OTHER_NAME_TRIES]:
-        probe = count_command(Search(name).render())
-        payload = tool(probe)
-        if payload.get("exit_code") == 0 and (payload.get("stdout") or "").strip() == "0":
-            return probe, payload
-    return None
+        search = Search(name).render()
+        search = count_command(search) if count else search
+        payload = tool(search)
+        if payload.get("exit_code") == 0 and (payload.get("stdout") or "").strip() == ("0" if count else ""):
+            found.append((search, payload))
+            if len(found) == limit:
+                break
+    return found
 
 
-def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CALLS) -> bool:
-    """Whether the chain has enough real commands (dead ends + a count per hop) to spend the whole budget."""
-    extra = sum(len(detours(chain, i)) + bool(count_command(chain.hops[i].command)) for i in chain.hops)
+def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CALLS, *,
+                    fill_with: str = "counts") -> bool:
+    """Whether the chain may have enough real commands to spend the whole budget: dead ends + a count per hop
+    (`counts`), or dead ends + up to OTHER_NAME_TRIES absent names from the question (`searches`, known only
+    once they ran: the assembled trajectory is checked for a full budget)."""
+    extra = sum(len(detours(chain, i)) for i in chain.hops)
+    if fill_with == "counts":
+        extra += sum(bool(count_command(chain.hops[i].command)) for i in chain.hops)
+    else:
+        extra += OTHER_NAME_TRIES
     return len(chain.plan) + extra >= max_tool_calls
+
+
+@dataclass
+class _Trace:
+    """The trajectory being assembled: each turn's thought is the Planner's draft, edited by the Tutor."""
+
+    item: Item
+    tutor: Tutor
+    planner: Planner
+    rng: random.Random
+    turns: list[Turn] = field(default_factory=list)
+    history: list[Observed] = field(default_factory=list)
+
+    def add(self, command: str, payload: dict, hop: SubQuestion, *, probe: bool = False,
+            dead_end: bool = False) -> None:
+        draft = self.planner.draft(self.item, self.history, self.rng)
+        think = self.tutor.edit(self.item, draft, command, self.history, hop, self.rng)
+        self.turns.append(Turn(think, command, payload, probe=probe))
+        self.history.append(Observed(command, payload, probe=probe, dead_end=dead_end))
 
 
 def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, tool: ToolFn, rng: random.Random,
              *, probe_rate: float = PROBE_RATE, detour_rate: float = DETOUR_RATE,
              zero_count_rate: float = ZERO_COUNT_RATE, other_name_rate: float = OTHER_NAME_RATE,
-             max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget: bool = False) -> list[Turn]:
+             max_tool_calls: int = config.MAX_TOOL_CALLS, fill_budget: bool = False,
+             fill_with: str = "counts") -> list[Turn]:
     """The trajectory in forward order: per hop an optional dead end (`detour_rate`; run as a count of 0
     with `zero_count_rate`; on the first hop, with `other_name_rate`, a count of 0 on another name from the
     question instead) and count (`probe_rate`), then the verified command; then the answer written by the
     Planner from the trace.
 
-    `fill_budget` spends every spare tool call: each hop first replays its dead ends, then counts, then
-    reads. Such a trajectory meets the budget message and answers after it, a turn the agent must know
-    (a policy that loops on one command reaches it) but that 1-3 call trajectories never show.
+    `fill_budget` spends every spare tool call (on what: `fill_with`, see FILL_WITH), each hop replaying its
+    dead ends before it reads. Such a trajectory meets the budget message and answers after it, a turn the
+    agent must know (a policy that loops on one command reaches it) but that 1-3 call trajectories never show.
     """
-    turns: list[Turn] = []
-    history: list[Observed] = []
+    trace = _Trace(item, tutor, planner, rng)
     spare = max_tool_calls - len(chain.plan)
-    last = len(chain.plan) - 1
-    evidence = (chain.hops[last].verdict.passage or {}).get("id")
+    counts = not fill_budget or fill_with == "counts"
+    evidence = (chain.hops[len(chain.plan) - 1].verdict.passage or {}).get("id")
     for index, hop in enumerate(chain.plan):
-        if index and evidence and evidence in _printed_ids(history[-1]):
+        if index and evidence and evidence in _printed_ids(trace.history[-1]):
             break  # an earlier hop already printed the answer's evidence: answer now, never search on
         verified = chain.hops[index]
         dead_ends = detours(chain, index)
@@ -204,50 +246,50 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
             if dead_ends and rng.random() < detour_rate:
                 replayed = 2 if rng.random() < WIDEN_TWICE_RATE else 1
             dead_ends = dead_ends[:replayed]
-        opener = None
+        if index == 0 and not counts:
+            need = spare - sum(len(detours(chain, i)) for i in chain.hops)
+            for command, payload in absent_names(item.question, verified.command, tool, count=False, limit=need):
+                spare -= 1
+                trace.add(command, payload, hop, dead_end=True)
         # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
-        if index == 0 and other_name_rate > 0 and spare > 0 and rng.random() < other_name_rate:
+        elif index == 0 and other_name_rate > 0 and spare > 0 and rng.random() < other_name_rate:
             opener = absent_name_count(item.question, verified.command, tool)
-        if opener is not None:
-            spare, dead_ends = spare - 1, []
-            draft = planner.draft(item, history, rng)
-            turns.append(Turn(tutor.edit(item, draft, opener[0], history, hop, rng), *opener, probe=True))
-            history.append(Observed(*opener, probe=True, dead_end=True))
-        for command in dead_ends:
-            if spare <= 0:
-                break
-            empty = any(a.command == command and a.reason == "empty" for a in verified.attempts)
-            # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
-            as_count = zero_count_rate > 0 and rng.random() < zero_count_rate and empty and count_command(command)
-            command = as_count or command
-            payload = tool(command)
-            if evidence and evidence in _printed_ids(Observed(command, payload)):
-                continue  # it printed the answer's passage after all: not a dead end to search on from
-            spare -= 1
-            draft = planner.draft(item, history, rng)
-            think = tutor.edit(item, draft, command, history, hop, rng)
-            turns.append(Turn(think, command, payload, probe=bool(as_count)))
-            history.append(Observed(command, payload, probe=bool(as_count), dead_end=True))
+            if opener is not None:
+                spare, dead_ends = spare - 1, []
+                trace.add(*opener, hop, probe=True, dead_end=True)
+        spare = _replay_dead_ends(trace, dead_ends, verified, hop, tool, spare, evidence, zero_count_rate)
         probe = count_command(verified.command)
-        if probe and spare > 0 and (fill_budget or rng.random() < probe_rate):
+        if counts and probe and spare > 0 and (fill_budget or rng.random() < probe_rate):
             spare -= 1
-            draft = planner.draft(item, history, rng)
-            think = tutor.edit(item, draft, probe, history, hop, rng)
-            payload = tool(probe)
-            turns.append(Turn(think, probe, payload, probe=True))
-            history.append(Observed(probe, payload, probe=True))
-        draft = planner.draft(item, history, rng)
-        think = tutor.edit(item, draft, verified.command, history, hop, rng)
-        turns.append(Turn(think, verified.command, verified.payload))
-        history.append(Observed(verified.command, verified.payload))
-    think, answer = planner.answer(item, history, rng)
-    turns.append(Turn(think, answer=answer))
-    return turns
+            trace.add(probe, tool(probe), hop, probe=True)
+        trace.add(verified.command, verified.payload, hop)
+    think, answer = planner.answer(item, trace.history, rng)
+    trace.turns.append(Turn(think, answer=answer))
+    return trace.turns
+
+
+def _replay_dead_ends(trace: _Trace, dead_ends: list[str], verified: VerifiedHop, hop: SubQuestion, tool: ToolFn,
+                      spare: int, evidence: str | None, zero_count_rate: float) -> int:
+    """Replay a hop's dead ends while calls are spare (one that printed nothing, as a count of 0 with
+    `zero_count_rate`); returns the calls left."""
+    for command in dead_ends:
+        if spare <= 0:
+            break
+        empty = any(a.command == command and a.reason == "empty" for a in verified.attempts)
+        # no draw at rate 0: the random stream (and the data) stay those of the runs before this option
+        as_count = zero_count_rate > 0 and trace.rng.random() < zero_count_rate and empty and count_command(command)
+        command = as_count or command
+        payload = tool(command)
+        if evidence and evidence in _printed_ids(Observed(command, payload)):
+            continue  # it printed the answer's passage after all: not a dead end to search on from
+        spare -= 1
+        trace.add(command, payload, hop, probe=bool(as_count), dead_end=True)
+    return spare
 
 
 def _printed_ids(observed: Observed) -> set[str]:
     return {p["id"] for p in output_passages(observed.payload.get("stdout") or "")} - {""}
 
 
-__all__ = ["ChainResult", "TeacherError", "Turn", "VerifiedHop", "assemble", "backward_chain", "can_fill_budget",
-           "detours"]
+__all__ = ["FILL_WITH", "ChainResult", "TeacherError", "Turn", "VerifiedHop", "absent_names", "assemble", "backward_chain",
+           "can_fill_budget", "detours"]

@@ -8,7 +8,7 @@ from grepseek_lib import config
 from grepseek_lib.agent.models import load_tokenizer
 from grepseek_lib.checks import fraction, model_name, positive, writable_dir
 from grepseek_lib.coldstart.build import ColdStartSettings, Teacher, build_coldstart
-from grepseek_lib.coldstart.chain import OTHER_NAME_RATE
+from grepseek_lib.coldstart.chain import FILL_WITH, OTHER_NAME_RATE
 from grepseek_lib.coldstart.export import REPEAT_RECOVERY_RATE, format_table
 from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE, PHRASE_FIRST_RATE
 from grepseek_lib.errors import UserError
@@ -43,6 +43,9 @@ def register(subparsers) -> None:
     cs.add_argument("--fill-budget-rate", type=float, default=0.5,
                     help="share of questions whose trajectory spends all tool calls (dead ends replayed, a count "
                          "per hop) when the chain ran enough commands; teaches the turn after the budget message")
+    cs.add_argument("--fill-with", choices=FILL_WITH, default="counts",
+                    help="what those trajectories spend their spare calls on: a count before each hop's read, or "
+                         "searches for names from the question the corpus lacks (no counts) (default: %(default)s)")
     cs.add_argument("--detour-rate", type=float, default=0.5,
                     help="share of hops in the other trajectories that first replay one search that failed "
                          "(printed nothing or missed the evidence), so the agent learns to change course")
@@ -94,6 +97,7 @@ def coldstart_command(args) -> int:
         tokenizer = load_tokenizer(args.tokenizer)
     teacher = Teacher(args.teacher, args.base_url, args.model, args.api_key, args.max_new_tokens)
     settings = ColdStartSettings(seed=args.seed, probe_rate=args.probe_rate, fill_budget_rate=args.fill_budget_rate,
+                                 fill_with=args.fill_with,
                                  detour_rate=args.detour_rate, zero_count_rate=args.zero_count_rate,
                                  other_name_rate=args.other_name_rate, blind_guess_rate=args.blind_guess_rate,
                                  phrase_first_rate=args.phrase_first_rate,

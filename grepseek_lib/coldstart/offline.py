@@ -334,18 +334,20 @@ class OfflineTutor:
                 parts = [quote_line(_title_of(history[-1], anchor), quote, rng)]
                 parts.append(rng.choice(("So {a} is the link to follow.", "{a} is the entity to look up next.",
                                          "Next I need the passage about {a}.")).format(a=anchor))
-        if history and history[-1].dead_end and command in self.known:
+        # a read the Tutor did not propose (a name from the question the corpus lacks) is said as its pattern
+        after = self.known.get(command) or (None if command.endswith("| wc -l") else self._search_of(command))
+        if history and history[-1].dead_end and after is not None:
             last = history[-1]
             output = (last.payload.get("stdout") or "").strip()
             printed = bool(output) and not (last.probe and output == "0")
-            parts.append(change_reason(self._search_of(last.command), self.known[command], printed, rng))
+            parts.append(change_reason(self._search_of(last.command), after, printed, rng))
         parts.append(motivation(command, patterns, rng))
         return " ".join(p for p in parts if p)
 
     def _search_of(self, command: str) -> Search | None:
-        """The search behind a command: the one proposed, or for a count the name it counted."""
-        if command in self.known or not command.endswith("| wc -l"):
-            return self.known.get(command)
+        """The search behind a command: the one proposed, or the name another command searched or counted."""
+        if command in self.known:
+            return self.known[command]
         try:
             patterns = command_patterns(command)
         except Refused:

@@ -202,6 +202,8 @@ def change_reason(before: Search | None, after: Search, printed: bool, rng: rand
     if printed:  # lines came back, but not the ones needed
         return rng.choice(("Those lines do not give what I need, so I change the search.",
                            "That output is about something else; I search from another angle."))
+    if not set(words(before.anchor)) & set(words(after.anchor)):  # not a widening: a name of its own
+        return f"Nothing matched '{before.anchor}', so I try another name from the question: '{after.anchor}'."
     if before.title == "exact" and after.title == "prefix":
         return "No passage has exactly that title; I match the start of the title line instead."
     if before.title and not after.title:
