@@ -296,6 +296,39 @@ def test_full_budget_spent_on_searches_for_names_the_corpus_lacks_has_no_count_a
     assert plain.accepted and sum(t.command is not None for t in plain.turns) < 5
 
 
+class _SpareTutor(OfflineTutor):
+    """After the last hop verified, proposes three real searches whose output lacks the answer."""
+
+    DEAD_ENDS = ("rg -F -w 'Hank Snow' corpus.jsonl | rg -w 'RCA' | head -n 3",
+                 "rg -F 'Hank' corpus.jsonl | rg -w 'song' | head -n 3",
+                 "rg -F -i 'hank snow' corpus.jsonl | rg -w 'released' | head -n 3")
+
+    def propose_command(self, ctx):
+        tried = {a.command for a in ctx.attempts}
+        if ctx.index == 1 and any(a.reason == "ok" for a in ctx.attempts):
+            untried = [c for c in self.DEAD_ENDS if c not in tried]
+            if untried:
+                return untried[0]
+        return super().propose_command(ctx)
+
+
+def test_full_budget_spent_on_the_tutors_further_searches_that_did_not_verify(corpus, tool):
+    tutor, planner = _roles(corpus)
+    spare = _SpareTutor(tutor.passages)
+    full = process_question(_item(MUSIQUE), spare, planner, tool, probe_rate=0.0, fill_budget_rate=1.0,
+                            fill_with="searches")
+    assert full.accepted, (full.stage, full.reason)
+    commands = [t.command for t in full.turns if t.command]
+    assert len(commands) == 5 and len(set(commands)) == 5 and full.answer == "Tennessee"
+    assert commands[1:4] == list(_SpareTutor.DEAD_ENDS)  # replayed before the read that verified
+    assert commands[4] == "rg -F 'Hank Snow' corpus.jsonl | head -n 3"
+    assert not any(c.endswith("| wc -l") for c in commands)
+    # with counts the Tutor is never asked for more: no spare search runs, and none is replayed
+    counted = process_question(_item(MUSIQUE), spare, planner, tool, probe_rate=0.0, fill_budget_rate=1.0)
+    assert counted.commands_run < full.commands_run
+    assert not set(_SpareTutor.DEAD_ENDS) & {t.command for t in counted.turns}
+
+
 def test_fill_with_is_checked():
     from grepseek_lib.coldstart.build import ColdStartSettings
     from grepseek_lib.errors import UserError

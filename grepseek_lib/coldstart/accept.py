@@ -120,9 +120,10 @@ def process_question(item: Item, tutor: Tutor, planner: Planner, tool: ToolFn, *
     if not plans:
         return Outcome(False, "decompose", "no_decomposition")
     commands_run, reason, log = 0, "", []
+    spares = max_tool_calls - 1 if fill_with == "searches" and fill_budget_rate > 0 else 0
     for tried, plan in enumerate(plans, 1):
         try:
-            chain = backward_chain(item, plan, tutor, tool, rng, max_attempts)
+            chain = backward_chain(item, plan, tutor, tool, rng, max_attempts, spares=spares)
         except TeacherError as exc:
             return Outcome(False, "chain", f"teacher:{exc}"[:200], commands_run=commands_run, plans_tried=tried)
         commands_run += chain.commands_run

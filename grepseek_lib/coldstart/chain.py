@@ -58,9 +58,9 @@ OTHER_NAME_RATE = 0.0
 #: Names read off the question that are tried (each one a count) before giving the opener up.
 OTHER_NAME_TRIES = 3
 #: What a fill-budget trajectory spends its spare calls on: `counts` (its dead ends, then a count before each
-#: hop's read) or `searches` (reads of names from the question the corpus lacks, then its dead ends; no
-#: count). Each count there is followed by the same search, and forty such pairs taught the SFT model to
-#: repeat a search it had just read (docs/RESULTS.md, exp31).
+#: hop's read) or `searches` (reads of names from the question the corpus lacks, then its dead ends, then
+#: the Tutor's further searches that did not verify; no count). Each count there is followed by the same
+#: search, and forty such pairs taught the SFT model to repeat a search it had just read (exp31).
 FILL_WITH = ("counts", "searches")
 
 ToolFn = Callable[[str], dict]
@@ -72,6 +72,7 @@ class VerifiedHop:
     payload: dict
     verdict: Verdict
     attempts: list[Attempt]
+    spares: list[str] = field(default_factory=list)  # the Tutor's next searches, run after it verified, not verified
 
 
 @dataclass
@@ -96,8 +97,10 @@ class Turn:
 
 
 def backward_chain(item: Item, plan: list[SubQuestion], tutor: Tutor, tool: ToolFn, rng: random.Random,
-                   max_attempts: int = MAX_ATTEMPTS) -> ChainResult:
-    """Verify one command per hop, last hop first; the first hop that cannot be verified rejects the plan."""
+                   max_attempts: int = MAX_ATTEMPTS, spares: int = 0) -> ChainResult:
+    """Verify one command per hop, last hop first; the first hop that cannot be verified rejects the plan.
+    With `spares`, up to that many of the Tutor's next searches per hop are run after it verified and kept
+    when they do not verify: dead ends a fill-budget trajectory can spend calls on (`fill_with="searches"`)."""
     need = {i: list(hop.forms) for i, hop in enumerate(plan)}
     result = ChainResult(False, plan=plan)
     for index in reversed(range(len(plan))):
@@ -110,6 +113,7 @@ def backward_chain(item: Item, plan: list[SubQuestion], tutor: Tutor, tool: Tool
             last_reason = ctx.attempts[-1].reason if ctx.attempts else "no_command"
             result.reason = f"hop{index + 1}:{last_reason}"
             return result
+        verified.spares = _spare_searches(ctx, tutor, tool, spares, result, last=index == len(plan) - 1)
         result.hops[index] = verified
         if hop.ref is not None:
             bridge = tutor.extract_bridge(ctx, verified.verdict.passage["contents"])
@@ -145,6 +149,35 @@ def _verify_hop(ctx: StepContext, tutor: Tutor, tool: ToolFn, max_attempts: int,
         if verdict.ok:
             return VerifiedHop(command, payload, verdict, list(ctx.attempts))
     return None
+
+
+def _spare_searches(ctx: StepContext, tutor: Tutor, tool: ToolFn, limit: int, result: ChainResult, *,
+                    last: bool) -> list[str]:
+    """The Tutor's next searches for a verified hop (at most `limit` kept, 2 x `limit` tried), each run and
+    checked as the chain checks; those that do not verify are real dead ends."""
+    kept: list[str] = []
+    forbidden = [*ctx.need, *ctx.item.golds]
+    for _ in range(2 * limit):
+        if len(kept) == limit:
+            break
+        command = tutor.propose_command(ctx)
+        if not command:
+            break
+        try:
+            leak = leaked(command, forbidden, ctx.item.question)
+        except Refused:
+            leak = "refused"
+        if leak is not None:
+            ctx.attempts.append(Attempt(command, "refused" if leak == "refused" else "leak"))
+            continue
+        payload = tool(command)
+        result.commands_run += 1
+        verdict = verify_output(payload, ctx.need, lambda contents, pid: tutor.judge(ctx, contents, pid),
+                                relaxed=last)
+        ctx.attempts.append(Attempt(command, verdict.reason))
+        if not verdict.ok:
+            kept.append(command)
+    return kept
 
 
 def detours(chain: ChainResult, index: int) -> list[str]:
@@ -195,7 +228,7 @@ def can_fill_budget(chain: ChainResult, max_tool_calls: int = config.MAX_TOOL_CA
     if fill_with == "counts":
         extra += sum(bool(count_command(chain.hops[i].command)) for i in chain.hops)
     else:
-        extra += OTHER_NAME_TRIES
+        extra += sum(len(chain.hops[i].spares) for i in chain.hops) + OTHER_NAME_TRIES
     return len(chain.plan) + extra >= max_tool_calls
 
 
@@ -246,8 +279,12 @@ def assemble(item: Item, chain: ChainResult, tutor: Tutor, planner: Planner, too
             if dead_ends and rng.random() < detour_rate:
                 replayed = 2 if rng.random() < WIDEN_TWICE_RATE else 1
             dead_ends = dead_ends[:replayed]
+        if not counts:  # then the Tutor's other searches, leaving room for the later hops' dead ends
+            later = sum(len(detours(chain, j)) for j in range(index + 1, len(chain.plan)))
+            others = [c for c in verified.spares if c not in dead_ends and c != verified.command]
+            dead_ends += others[:max(0, spare - later - len(dead_ends))]
         if index == 0 and not counts:
-            need = spare - sum(len(detours(chain, i)) for i in chain.hops)
+            need = spare - sum(len(detours(chain, i)) + len(chain.hops[i].spares) for i in chain.hops)
             for command, payload in absent_names(item.question, verified.command, tool, count=False, limit=need):
                 spare -= 1
                 trace.add(command, payload, hop, dead_end=True)
