@@ -334,11 +334,9 @@ class OfflineTutor:
                 parts = [quote_line(_title_of(history[-1], anchor), quote, rng)]
                 parts.append(rng.choice(("So {a} is the link to follow.", "{a} is the entity to look up next.",
                                          "Next I need the passage about {a}.")).format(a=anchor))
-        # a read the Tutor did not propose (a name from the question the corpus lacks) is said as its pattern
-        after = self.known.get(command) or (None if command.endswith("| wc -l") else self._search_of(command))
+        after = None if command.endswith("| wc -l") else self._search_of(command)  # also reads it did not propose
         if history and history[-1].dead_end and after is not None:
-            last = history[-1]
-            output = (last.payload.get("stdout") or "").strip()
+            last, output = history[-1], (history[-1].payload.get("stdout") or "").strip()
             printed = bool(output) and not (last.probe and output == "0")
             parts.append(change_reason(self._search_of(last.command), after, printed, rng))
         parts.append(motivation(command, patterns, rng))
