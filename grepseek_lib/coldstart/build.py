@@ -18,6 +18,7 @@ from grepseek_lib.agent.loop import corpus_lines
 from grepseek_lib.coldstart import export
 from grepseek_lib.coldstart.accept import FILL_BUDGET_RATE, process_question
 from grepseek_lib.coldstart.chain import DETOUR_RATE, FILL_WITH, OTHER_NAME_RATE, PROBE_RATE, ZERO_COUNT_RATE
+from grepseek_lib.coldstart.derive import with_single_hops
 from grepseek_lib.coldstart.offline import OfflinePlanner, OfflineTutor
 from grepseek_lib.coldstart.roles import Item, LLMPlanner, LLMTutor, Planner, TeacherClient, Tutor
 from grepseek_lib.coldstart.searches import BLIND_GUESS_RATE, PHRASE_FIRST_RATE
@@ -48,6 +49,7 @@ class ColdStartSettings:
     probe_rate: float = PROBE_RATE
     fill_budget_rate: float = FILL_BUDGET_RATE
     fill_with: str = "counts"
+    single_hops: bool = False
     detour_rate: float = DETOUR_RATE
     zero_count_rate: float = ZERO_COUNT_RATE
     other_name_rate: float = OTHER_NAME_RATE
@@ -113,6 +115,7 @@ def build_coldstart(splits: list[str], out: Path, *, corpus: Path | None = None,
     `tokenizer` is the target policy's (observations are cut with it, as at inference)."""
     teacher, settings = teacher or Teacher(), settings or ColdStartSettings()
     items = load_items(splits, limit)
+    items = with_single_hops(items) if settings.single_hops else items
     corpus, shards = resolve_corpus(corpus, shards)
     tool = open_tool(corpus, shards, timeout=settings.timeout, max_obs_tokens=settings.max_obs_tokens,
                      tokenizer=tokenizer)

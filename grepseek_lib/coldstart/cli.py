@@ -46,6 +46,9 @@ def register(subparsers) -> None:
     cs.add_argument("--fill-with", choices=FILL_WITH, default="counts",
                     help="what those trajectories spend their spare calls on: a count before each hop's read, or "
                          "searches for names from the question the corpus lacks (no counts) (default: %(default)s)")
+    cs.add_argument("--single-hops", action="store_true",
+                    help="add each MuSiQue question's last hop (earlier answers written in) as a single-hop question, "
+                         "so the data shows answering from the first passage read (the training splits are multi-hop)")
     cs.add_argument("--detour-rate", type=float, default=0.5,
                     help="share of hops in the other trajectories that first replay one search that failed "
                          "(printed nothing or missed the evidence), so the agent learns to change course")
@@ -97,7 +100,7 @@ def coldstart_command(args) -> int:
         tokenizer = load_tokenizer(args.tokenizer)
     teacher = Teacher(args.teacher, args.base_url, args.model, args.api_key, args.max_new_tokens)
     settings = ColdStartSettings(seed=args.seed, probe_rate=args.probe_rate, fill_budget_rate=args.fill_budget_rate,
-                                 fill_with=args.fill_with,
+                                 fill_with=args.fill_with, single_hops=args.single_hops,
                                  detour_rate=args.detour_rate, zero_count_rate=args.zero_count_rate,
                                  other_name_rate=args.other_name_rate, blind_guess_rate=args.blind_guess_rate,
                                  phrase_first_rate=args.phrase_first_rate,
