@@ -128,26 +128,13 @@ def backward_chain(item: Item, plan: list[SubQuestion], tutor: Tutor, tool: Tool
 
 def _verify_hop(ctx: StepContext, tutor: Tutor, tool: ToolFn, max_attempts: int, result: ChainResult,
                 *, last: bool) -> VerifiedHop | None:
-    forbidden = [*ctx.need, *ctx.item.golds]
     for _ in range(max_attempts):
         command = tutor.propose_command(ctx)
         if not command:
             return None
-        try:
-            leak = leaked(command, forbidden, ctx.item.question)
-        except Refused:
-            ctx.attempts.append(Attempt(command, "refused"))
-            continue
-        if leak is not None:
-            ctx.attempts.append(Attempt(command, "leak"))
-            continue
-        payload = tool(command)
-        result.commands_run += 1
-        verdict = verify_output(payload, ctx.need,
-                                lambda contents, pid: tutor.judge(ctx, contents, pid), relaxed=last)
-        ctx.attempts.append(Attempt(command, verdict.reason, (payload.get("stdout") or "")[:2000]))
-        if verdict.ok:
-            return VerifiedHop(command, payload, verdict, list(ctx.attempts))
+        tried = _try_command(ctx, command, tutor, tool, result, last=last)
+        if tried is not None and tried[1].ok:
+            return VerifiedHop(command, tried[0], tried[1], list(ctx.attempts))
     return None
 
 
@@ -156,28 +143,35 @@ def _spare_searches(ctx: StepContext, tutor: Tutor, tool: ToolFn, limit: int, re
     """The Tutor's next searches for a verified hop (at most `limit` kept, 2 x `limit` tried), each run and
     checked as the chain checks; those that do not verify are real dead ends."""
     kept: list[str] = []
-    forbidden = [*ctx.need, *ctx.item.golds]
     for _ in range(2 * limit):
         if len(kept) == limit:
             break
         command = tutor.propose_command(ctx)
         if not command:
             break
-        try:
-            leak = leaked(command, forbidden, ctx.item.question)
-        except Refused:
-            leak = "refused"
-        if leak is not None:
-            ctx.attempts.append(Attempt(command, "refused" if leak == "refused" else "leak"))
-            continue
-        payload = tool(command)
-        result.commands_run += 1
-        verdict = verify_output(payload, ctx.need, lambda contents, pid: tutor.judge(ctx, contents, pid),
-                                relaxed=last)
-        ctx.attempts.append(Attempt(command, verdict.reason))
-        if not verdict.ok:
+        tried = _try_command(ctx, command, tutor, tool, result, last=last)
+        if tried is not None and not tried[1].ok:
             kept.append(command)
     return kept
+
+
+def _try_command(ctx: StepContext, command: str, tutor: Tutor, tool: ToolFn, result: ChainResult, *,
+                 last: bool) -> tuple[dict, Verdict] | None:
+    """Run one proposed command and verify its output, recording the attempt; None when it was refused or
+    would leak the answer (never run)."""
+    try:
+        leak = leaked(command, [*ctx.need, *ctx.item.golds], ctx.item.question)
+    except Refused:
+        ctx.attempts.append(Attempt(command, "refused"))
+        return None
+    if leak is not None:
+        ctx.attempts.append(Attempt(command, "leak"))
+        return None
+    payload = tool(command)
+    result.commands_run += 1
+    verdict = verify_output(payload, ctx.need, lambda contents, pid: tutor.judge(ctx, contents, pid), relaxed=last)
+    ctx.attempts.append(Attempt(command, verdict.reason, (payload.get("stdout") or "")[:2000]))
+    return payload, verdict
 
 
 def detours(chain: ChainResult, index: int) -> list[str]:
@@ -328,5 +322,5 @@ def _printed_ids(observed: Observed) -> set[str]:
     return {p["id"] for p in output_passages(observed.payload.get("stdout") or "")} - {""}
 
 
-__all__ = ["FILL_WITH", "ChainResult", "TeacherError", "Turn", "VerifiedHop", "absent_names", "assemble", "backward_chain",
-           "can_fill_budget", "detours"]
+__all__ = ["FILL_WITH", "ChainResult", "TeacherError", "Turn", "VerifiedHop", "absent_names", "assemble",
+           "backward_chain", "can_fill_budget", "detours"]

@@ -16,6 +16,18 @@ from grepseek_lib.coldstart.roles import Item
 _REF = re.compile(r"#(\d+)")
 
 
+def with_answers(text: str, answers: list[str]) -> str:
+    """A decomposition step with its references to earlier steps (#1, #2) replaced by their answers; a
+    reference to no step stays as written."""
+    return _REF.sub(lambda m: answers[int(m.group(1)) - 1] if 0 < int(m.group(1)) <= len(answers) else m.group(),
+                    text)
+
+
+def references(text: str) -> list[int]:
+    """The step numbers (1-based) a decomposition step refers to."""
+    return [int(n) for n in _REF.findall(text)]
+
+
 def last_hop_item(item: Item) -> Item | None:
     """The last hop of `item`'s decomposition as a question of its own (id `<id>#last`), or None when there is
     none, it is not written as a question (MuSiQue's "X >> performer"), or its passage is not annotated."""
@@ -26,12 +38,10 @@ def last_hop_item(item: Item) -> Item | None:
         return None
     answers = [str(h.get("answer", "")) for h in hops]
     text = str(hops[-1].get("question", ""))
-    if ">>" in text or not _REF.search(text):
+    refs = references(text)
+    if ">>" in text or not refs or any(not 0 < n < len(hops) or not answers[n - 1].strip() for n in refs):
         return None
-    refs = [int(n) for n in _REF.findall(text)]
-    if any(not 0 < n < len(hops) or not answers[n - 1].strip() for n in refs):
-        return None
-    question = " ".join(_REF.sub(lambda m: answers[int(m.group(1)) - 1], text).split()).replace(" ?", "?")
+    question = " ".join(with_answers(text, answers).split()).replace(" ?", "?")
     title = titles[len(hops) - 1]
     if title not in gold:
         return None

@@ -13,6 +13,7 @@ import random
 import re
 from dataclasses import replace
 
+from grepseek_lib.coldstart.derive import references, with_answers
 from grepseek_lib.coldstart.roles import Item, Observed, StepContext, SubQuestion
 from grepseek_lib.coldstart.searches import (
     BLIND_GUESS_RATE,
@@ -42,7 +43,6 @@ _WORD_SPAN = re.compile(r"[^\W_]+(?:[.\-][^\W_]+)*")
 #: A sentence ends at . ! ? before a capital, but not after an initial ("E. B. White") or a title ("St.").
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bMrs\.)(?<!\bNo\.)"
                            r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-_REF = re.compile(r"#(\d+)")
 #: Longest quote a thought carries: with 240 one turn in five ran past the 128 tokens a turn may take.
 QUOTE_CHARS = 160
 #: What the Planner thinks after a search printed nothing: never the same command again.
@@ -209,10 +209,9 @@ class OfflineTutor:
         plan = []
         for index, hop in enumerate(hops):
             last = index == len(hops) - 1
-            refs = [int(n) - 1 for n in _REF.findall(hop.get("question", "")) if 0 < int(n) <= index]
+            refs = [n - 1 for n in references(hop.get("question", "")) if 0 < n <= index]
             ref = max(refs) if refs else None
-            question = _REF.sub(lambda m: answers[int(m.group(1)) - 1] if 0 < int(m.group(1)) <= len(answers)
-                                else m.group(), hop.get("question", ""))
+            question = with_answers(hop.get("question", ""), answers)
             title = titles[index] if index < len(titles) else ""
             answer = item.golds[0] if last else answers[index]
             forms = list(item.golds) if last else [answer]

@@ -202,8 +202,9 @@ def change_reason(before: Search | None, after: Search, printed: bool, rng: rand
     if printed:  # lines came back, but not the ones needed
         return rng.choice(("Those lines do not give what I need, so I change the search.",
                            "That output is about something else; I search from another angle."))
+    other_name = f"Nothing matched '{before.anchor}', so I try another name from the question: '{after.anchor}'."
     if not set(words(before.anchor)) & set(words(after.anchor)):  # not a widening: a name of its own
-        return f"Nothing matched '{before.anchor}', so I try another name from the question: '{after.anchor}'."
+        return other_name
     if before.title == "exact" and after.title == "prefix":
         return "No passage has exactly that title; I match the start of the title line instead."
     if before.title and not after.title:
@@ -218,7 +219,7 @@ def change_reason(before: Search | None, after: Search, printed: bool, rng: rand
     if after.anchor in before.anchor and len(after.anchor) < len(before.anchor):
         return f"The whole phrase does not occur; I search for fewer words: '{after.anchor}'."
     if after.anchor != before.anchor:
-        return f"Nothing matched '{before.anchor}', so I try another name from the question: '{after.anchor}'."
+        return other_name
     return "That pattern printed nothing; I search differently."
 
 
