@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One #21 check of GRPO against repeats (docs/RESULTS.md, "GRPO against repeats"): GRPO of an SFT model
+# with `repeat_penalty` (cpu config; STEPS (default 8) steps of 2 probe-chosen questions x G=4, pool 8, the same 1536-token
+# completions and 256-token observation cap as the default profile), then the format-check on the same 60
+# held-out questions as scripts/coldstart_check.sh, and what came before each repeat.
+#   scripts/grpo_repeat_check.sh runs/exp29/models/sft runs/exp34 0.25
+set -euo pipefail
+if [ $# -ne 3 ]; then
+  echo "usage: $0 SFT_MODEL OUT_DIR REPEAT_PENALTY" >&2
+  exit 2
+fi
+SFT=$1
+OUT=$2
+PENALTY=$3
+BIN=${BIN:-.venv/bin}
+mkdir -p "$OUT"
+cat > "$OUT/grpo.yaml" <<YAML
+base: cpu
+grpo:
+  repeat_penalty: $PENALTY
+  max_steps: ${STEPS:-8}
+  max_questions: 8
+  max_completion_length: 1536
+  max_obs_tokens: 256
+YAML
+"$BIN/grepseek" train grpo --config "$OUT/grpo.yaml" --model "$SFT" --out "$OUT/models/grpo"
+"$BIN/grepseek" train format-check --model "$OUT/models/grpo" --benchmarks hotpotqa,musique,popqa --limit 60 \
+  --max-obs-tokens 256 --max-new-tokens 192 --batch-size 24 --out "$OUT/fc60_192"
+COLD=$(dirname "$(dirname "$SFT")")/coldstart/train.jsonl
+"$BIN/python" scripts/repeat_context.py --episodes "$OUT/fc60_192/format_check_episodes.jsonl" --coldstart "$COLD"
