@@ -17,7 +17,4 @@ printf 'base: cpu\nsft:\n  max_length: 4096\n' > "$OUT/sft.yaml"
 "$BIN/grepseek" coldstart --splits hotpotqa_train,musique_train --limit 120 --out "$OUT/coldstart" \
   --tokenizer smollm2 --max-obs-tokens 256 "$@"
 "$BIN/grepseek" train sft --config "$OUT/sft.yaml" --data "$OUT/coldstart/train.jsonl" --out "$OUT/models/sft"
-"$BIN/grepseek" train format-check --model "$OUT/models/sft" --benchmarks hotpotqa,musique,popqa --limit 60 \
-  --max-obs-tokens 256 --max-new-tokens 192 --batch-size 24 --out "$OUT/fc60_192"
-"$BIN/python" scripts/repeat_context.py --episodes "$OUT/fc60_192/format_check_episodes.jsonl" \
-  --coldstart "$OUT/coldstart/train.jsonl"
+BIN="$BIN" scripts/heldout_check.sh "$OUT/models/sft" "$OUT/fc60_192" "$OUT/coldstart/train.jsonl"

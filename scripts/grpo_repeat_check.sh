@@ -24,7 +24,6 @@ grpo:
   max_obs_tokens: 256
 YAML
 "$BIN/grepseek" train grpo --config "$OUT/grpo.yaml" --model "$SFT" --out "$OUT/models/grpo"
-"$BIN/grepseek" train format-check --model "$OUT/models/grpo" --benchmarks hotpotqa,musique,popqa --limit 60 \
-  --max-obs-tokens 256 --max-new-tokens 192 --batch-size 24 --out "$OUT/fc60_192"
+# The cold start the SFT model learned from, in scripts/coldstart_check.sh's layout (OUT/models/sft, OUT/coldstart).
 COLD=$(dirname "$(dirname "$SFT")")/coldstart/train.jsonl
-"$BIN/python" scripts/repeat_context.py --episodes "$OUT/fc60_192/format_check_episodes.jsonl" --coldstart "$COLD"
+BIN="$BIN" scripts/heldout_check.sh "$OUT/models/grpo" "$OUT/fc60_192" "$COLD"
