@@ -2,7 +2,8 @@
 # One #21 check of GRPO against repeats (docs/RESULTS.md, "GRPO against repeats"): GRPO of an SFT model
 # with `repeat_penalty` (cpu config; STEPS (default 8) steps of 2 probe-chosen questions x G=4, pool 8, the same 1536-token
 # completions and 256-token observation cap as the default profile), then the format-check on the same 60
-# held-out questions as scripts/coldstart_check.sh, and what came before each repeat.
+# held-out questions as scripts/coldstart_check.sh, and what came before each repeat. LR (env) overrides the
+# cpu config's GRPO learning rate.
 #   scripts/grpo_repeat_check.sh runs/exp29/models/sft runs/exp34 0.25
 set -euo pipefail
 if [ $# -ne 3 ]; then
@@ -13,6 +14,14 @@ SFT=$1
 OUT=$2
 PENALTY=$3
 BIN=${BIN:-.venv/bin}
+# The cold start the SFT model learned from, in scripts/coldstart_check.sh's layout (OUT/models/sft, OUT/coldstart).
+COLD=$(dirname "$(dirname "$SFT")")/coldstart/train.jsonl
+for need in "$SFT/config.json" "$COLD"; do
+  if [ ! -f "$need" ]; then
+    echo "$0: $need not found: SFT_MODEL must be a saved model inside a run folder with coldstart/train.jsonl" >&2
+    exit 2
+  fi
+done
 mkdir -p "$OUT"
 cat > "$OUT/grpo.yaml" <<YAML
 base: cpu
@@ -22,8 +31,7 @@ grpo:
   max_questions: 8
   max_completion_length: 1536
   max_obs_tokens: 256
+${LR:+  learning_rate: $LR}
 YAML
 "$BIN/grepseek" train grpo --config "$OUT/grpo.yaml" --model "$SFT" --out "$OUT/models/grpo"
-# The cold start the SFT model learned from, in scripts/coldstart_check.sh's layout (OUT/models/sft, OUT/coldstart).
-COLD=$(dirname "$(dirname "$SFT")")/coldstart/train.jsonl
 BIN="$BIN" scripts/heldout_check.sh "$OUT/models/grpo" "$OUT/fc60_192" "$COLD"

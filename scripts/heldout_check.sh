@@ -9,6 +9,12 @@ if [ $# -ne 3 ]; then
   exit 2
 fi
 BIN=${BIN:-.venv/bin}
+for need in "$1/config.json" "$3"; do
+  if [ ! -f "$need" ]; then
+    echo "$0: $need not found: MODEL must be a saved model directory and COLDSTART_JSONL a file" >&2
+    exit 2
+  fi
+done
 "$BIN/grepseek" train format-check --model "$1" --benchmarks hotpotqa,musique,popqa --limit 60 \
   --max-obs-tokens 256 --max-new-tokens 192 --batch-size 24 --out "$2"
 "$BIN/python" scripts/repeat_context.py --episodes "$2/format_check_episodes.jsonl" --coldstart "$3"
