@@ -36,6 +36,9 @@ _COMMON: dict[str, Any] = {
     #: Subtracted from a GRPO rollout's reward when it sends a command twice (GRPOSettings.repeat_penalty,
     #: tested equal).
     "grpo_repeat_penalty": 0.0,
+    #: Added to a well-formed GRPO rollout's reward when its tool output printed a gold answer
+    #: (GRPOSettings.evidence_bonus, tested equal).
+    "grpo_evidence_bonus": 0.0,
     #: 00_data imports these instead of building the mini-wiki (set data_dir to another folder too).
     "import_corpus": None,
     "import_benchmarks": None,

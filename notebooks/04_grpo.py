@@ -31,6 +31,7 @@ grpo_max_completion = 1536  # tokens per episode
 grpo_pool = 2  # training questions, at least grpo_questions (every step sees the whole pool)
 grpo_probe_candidates = 16  # most questions probed with the SFT policy, 8 at a time; 0: the first ones
 grpo_repeat_penalty = 0.0  # subtracted from a rollout's reward when it sends a command twice (0: F1 x format)
+grpo_evidence_bonus = 0.0  # added to a well-formed rollout's reward when a tool output printed a gold answer
 max_new_tokens = 224  # tokens per turn (the longest cold-start turn must fit: 02_cold_start checks)
 max_tool_calls = 5
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
@@ -56,7 +57,8 @@ settings = replace(load_config(train_config).grpo, max_steps=grpo_steps, questio
                    num_generations=grpo_generations,
                    max_completion_length=grpo_max_completion, max_turn_tokens=max_new_tokens,
                    max_tool_calls=max_tool_calls, max_obs_tokens=max_obs_tokens, max_questions=grpo_pool,
-                   probe_candidates=grpo_probe_candidates, repeat_penalty=grpo_repeat_penalty, seed=seed,
+                   probe_candidates=grpo_probe_candidates, repeat_penalty=grpo_repeat_penalty,
+                   evidence_bonus=grpo_evidence_bonus, seed=seed,
                    train_splits=tuple(train_splits),
                    use_vllm=rollout_vllm(backend), lora=lora)
 settings

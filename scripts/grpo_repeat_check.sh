@@ -3,7 +3,7 @@
 # with `repeat_penalty` (cpu config; STEPS (default 8) steps of 2 probe-chosen questions x G=4, pool 8, the same 1536-token
 # completions and 256-token observation cap as the default profile), then the format-check on the same 60
 # held-out questions as scripts/coldstart_check.sh, and what came before each repeat. LR (env) overrides the
-# cpu config's GRPO learning rate.
+# cpu config's GRPO learning rate; EVIDENCE_BONUS (env) sets `evidence_bonus` (train/reward.py).
 #   scripts/grpo_repeat_check.sh runs/exp29/models/sft runs/exp34 0.25
 set -euo pipefail
 if [ $# -ne 3 ]; then
@@ -32,6 +32,7 @@ grpo:
   max_completion_length: 1536
   max_obs_tokens: 256
 ${LR:+  learning_rate: $LR}
+${EVIDENCE_BONUS:+  evidence_bonus: $EVIDENCE_BONUS}
 YAML
 "$BIN/grepseek" train grpo --config "$OUT/grpo.yaml" --model "$SFT" --out "$OUT/models/grpo"
 BIN="$BIN" scripts/heldout_check.sh "$OUT/models/grpo" "$OUT/fc60_192" "$COLD"

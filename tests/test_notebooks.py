@@ -97,6 +97,7 @@ def test_profile_rates_are_the_library_defaults():
     from grepseek_lib.train.configs import GRPOSettings
 
     assert all(p["grpo_repeat_penalty"] == GRPOSettings.repeat_penalty for p in profiles.PROFILES.values())
+    assert all(p["grpo_evidence_bonus"] == GRPOSettings.evidence_bonus for p in profiles.PROFILES.values())
 
 
 def is_one_call_loop(node: ast.For) -> bool:

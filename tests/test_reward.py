@@ -137,3 +137,30 @@ def test_the_trl_adapter_applies_the_repeat_penalty_and_logs_the_repeat_rate(tmp
                      log_metric=logged.__setitem__)
     assert rewards == [pytest.approx(0.5)]
     assert logged["reward_parts/repeat_rate"] == 1.0
+
+
+def test_the_evidence_bonus_pays_a_well_formed_search_that_printed_a_gold_answer():
+    wrong = render_turn("Guess.", answer="Miriam")
+    found, empty = ['{"id": "1", "contents": "Moses... his brother Aaron"}'], [""]
+    assert reward([CALL, wrong], GOLDS, stdouts=found) == 0.0  # off by default: the paper's reward
+    assert reward([CALL, wrong], GOLDS, stdouts=found, evidence_bonus=0.25) == pytest.approx(0.25)
+    assert reward([CALL, wrong], GOLDS, stdouts=empty, evidence_bonus=0.25) == 0.0
+    assert reward([CALL, ANSWER], GOLDS, stdouts=found, evidence_bonus=0.25) == pytest.approx(1.25)
+    malformed = "<answer>Aaron</answer>\n<think>done</think>"
+    assert reward([CALL, malformed], GOLDS, stdouts=found, evidence_bonus=0.25) == 0.0  # the gate holds
+    with pytest.raises(ValueError, match="stdouts"):
+        reward([CALL, wrong], GOLDS, evidence_bonus=0.25)
+
+
+def test_the_trl_adapter_reads_the_evidence_from_the_tool_responses():
+    class Chars:
+        def decode(self, ids, skip_special_tokens=False):
+            return "".join(map(chr, ids))
+
+    wrong = render_turn("Guess.", answer="Miriam")
+    payload = json.dumps({"stdout": "Moses had a brother, Aaron.\n", "exit_code": 0})
+    text = f"{CALL}<|im_end|>\n<|im_start|>user\n<tool_response>\n{payload}\n</tool_response><|im_end|>\n" \
+           f"<|im_start|>assistant\n{wrong}"
+    scorer = TrlShellReward(Chars(), evidence_bonus=0.5)
+    rewards = scorer([[{"role": "user", "content": "Query: q"}]], [None], [[ord(c) for c in text]], [GOLDS])
+    assert rewards == [pytest.approx(0.5)]

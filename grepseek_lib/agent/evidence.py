@@ -58,7 +58,7 @@ def evidence_cut_by_cap(trajectory: Any, rerun: Callable[[str], str]) -> bool:
                if isinstance(turn.observation, dict) and turn.observation.get("truncated") and turn.action.command)
 
 
-def _ran(trajectory: Any) -> list[tuple[str, str]]:
+def ran_calls(trajectory: Any) -> list[tuple[str, str]]:
     """(command, stdout) of every tool call that ran (format errors and calls past the budget have no
     payload)."""
     return [(turn.action.command or "", str(turn.observation.get("stdout") or ""))
@@ -68,7 +68,7 @@ def _ran(trajectory: Any) -> list[tuple[str, str]]:
 def trajectory_report(trajectory: Any) -> dict[str, Any]:
     """`search_report` of an agent-loop Trajectory (eval records, format-check episodes), plus whether the
     policy proposed a repeat at all (one the loop drew again never ran: `Turn.redrawn`)."""
-    ran = _ran(trajectory)
+    ran = ran_calls(trajectory)
     report = search_report([command for command, _ in ran], [stdout for _, stdout in ran], trajectory.golds)
     redrawn = any(getattr(turn, "redrawn", None) for turn in trajectory.turns)
     return {**report, "proposed_repeat": report["repeated_command"] or redrawn}
@@ -131,7 +131,7 @@ def first_repeat_after(trajectory: Any) -> str | None:
     that repeats after a printed one has not learned to move on from a passage that lacks the answer."""
     seen: set[str] = set()
     previous = ""
-    for command, stdout in _ran(trajectory):
+    for command, stdout in ran_calls(trajectory):
         if command in seen:
             return "printed" if previous.strip() else "empty"
         seen.add(command)
@@ -144,7 +144,7 @@ def next_moves(trajectory: Any) -> Counter:
     the search being the pipeline's first stage: the moves cold-start data teaches, e.g. how often a
     count that printed is followed by the same search read."""
     moves: Counter = Counter()
-    ran = _ran(trajectory)
+    ran = ran_calls(trajectory)
     for (before, out), (command, _) in zip(ran, ran[1:], strict=False):
         move = tool_move(before, out)
         printed = "printed something" if move.endswith("+") else "printed nothing"

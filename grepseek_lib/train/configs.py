@@ -73,6 +73,8 @@ class GRPOSettings(RunSettings):
     #: Subtracted from the reward of a rollout that sends a command it already sent (train/reward.py;
     #: 0: the paper's F1 x format reward).
     repeat_penalty: float = 0.0
+    #: Added to the reward of a well-formed rollout whose tool output printed a gold answer (0: the paper's).
+    evidence_bonus: float = 0.0
     #: Whole multi-turn completion (model tokens + tool observations) in tokens.
     max_completion_length: int = 8192
     #: One generated turn in tokens (the agent loop's default cap).
@@ -158,7 +160,7 @@ _POSITIVE = frozenset({
     "questions_per_step", "max_steps", "temperature", "max_completion_length", "max_turn_tokens", "max_obs_tokens",
     "tool_timeout_s", "max_questions", "probe_samples"})
 _NON_NEGATIVE = frozenset({"weight_decay", "beta", "epsilon", "max_tool_calls", "probe_candidates", "seed",
-                           "repeat_penalty"})
+                           "repeat_penalty", "evidence_bonus"})
 _FRACTION = frozenset({"warmup_ratio", "lora_dropout"})
 #: Settings with a fixed set of values (trl rejects others, but only after the model loaded).
 _CHOICES: dict[str, tuple[Any, ...]] = {

@@ -36,6 +36,7 @@ from typing import Any
 
 from grepseek_lib import config
 from grepseek_lib.agent.backends import HFBackend
+from grepseek_lib.agent.evidence import ran_calls
 from grepseek_lib.agent.loop import corpus_lines, episode_progress, run_batch
 from grepseek_lib.agent.prompt import ToolBudget, initial_messages
 from grepseek_lib.data.formats import load_benchmark
@@ -106,7 +107,8 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
     for k, q in enumerate(questions):
         mine = episodes[k * settings.probe_samples:(k + 1) * settings.probe_samples]
         probed.append({**q, "probe_rewards": [reward(e.assistant_texts(), q["golds"], max_tool_calls=settings.max_tool_calls,
-                                                     repeat_penalty=settings.repeat_penalty) for e in mine]})
+                                                     stdouts=[out for _, out in ran_calls(e)], repeat_penalty=settings.repeat_penalty,
+                                                     evidence_bonus=settings.evidence_bonus) for e in mine]})
     return probed
 
 
@@ -286,7 +288,7 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
     )
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is marked experimental in trl
     reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE,
-                            repeat_penalty=settings.repeat_penalty)
+                            repeat_penalty=settings.repeat_penalty, evidence_bonus=settings.evidence_bonus)
     trainer = skipping_trainer_class()(
         model=model,
         reward_funcs=[reward],

@@ -1,5 +1,6 @@
 """The RL reward: token-F1 of the episode's answer (best over gold answers) times the strict format gate,
-less `repeat_penalty` when the episode sends a command it already sent (0 by default: the paper's reward).
+less `repeat_penalty` when the episode sends a command it already sent, plus `evidence_bonus` when a
+well-formed episode's tool output printed a gold answer (both 0 by default: the paper's reward).
 
 Built only from `agent.actions` (format gate, FIRST `<answer>` block) and `metrics.f1`, so the reward
 pays for exactly what evaluation scores.
@@ -102,13 +103,17 @@ def _question_of(prompt: Any) -> str:
 
 def reward_parts(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequence[str], *,
                  max_tool_calls: int = config.MAX_TOOL_CALLS, stdouts: Sequence[str] | None = None,
-                 repeat_penalty: float = 0.0) -> dict[str, Any]:
+                 repeat_penalty: float = 0.0, evidence_bonus: float = 0.0) -> dict[str, Any]:
     """Everything the reward is made of, for logging: format_ok, reason, n_tool_calls, answered, f1, repeats
     (a command sent twice, whether the tool ran it or refused it), reward; given the tool outputs, also the
     search report (evidence found, empty first search, repeated command among those that ran).
 
     The penalty is what a repeat costs beyond its lost call: a policy that re-sends a command after reading
-    a passage that lacks the answer (#21) is paid less than one that changes its search, whatever it answers."""
+    a passage that lacks the answer (#21) is paid less than one that changes its search, whatever it answers.
+    The bonus pays a search that found the answer even when the reader then misread it, so GRPO does not
+    learn to stop searching (fewer calls, fewer repeats) at the cost of evidence; it needs the tool outputs."""
+    if evidence_bonus and stdouts is None:
+        raise ValueError("evidence_bonus needs the episode's tool outputs (stdouts=)")
     turns = assistant_turns(completion)
     ok, reason = format_gate(turns, max_tool_calls=max_tool_calls)
     answer = first_answer(turns)
@@ -121,13 +126,18 @@ def reward_parts(completion: str | Sequence[str] | Sequence[dict], golds: str | 
              "reward": (float(score) if ok else 0.0) - (repeat_penalty if repeats else 0.0)}
     if stdouts is not None:
         parts.update(search_report(commands[:len(stdouts)], list(stdouts), golds))
+        if ok and parts["evidence_found"]:
+            parts["reward"] += evidence_bonus
     return parts
 
 
 def reward(completion: str | Sequence[str] | Sequence[dict], golds: str | Sequence[str], *,
-           max_tool_calls: int = config.MAX_TOOL_CALLS, repeat_penalty: float = 0.0) -> float:
-    """Token-F1 (best over golds, first `<answer>` block) x format gate (0 or 1), less the repeat penalty."""
-    return reward_parts(completion, golds, max_tool_calls=max_tool_calls, repeat_penalty=repeat_penalty)["reward"]
+           max_tool_calls: int = config.MAX_TOOL_CALLS, stdouts: Sequence[str] | None = None,
+           repeat_penalty: float = 0.0, evidence_bonus: float = 0.0) -> float:
+    """Token-F1 (best over golds, first `<answer>` block) x format gate (0 or 1), less the repeat penalty,
+    plus the evidence bonus."""
+    return reward_parts(completion, golds, max_tool_calls=max_tool_calls, stdouts=stdouts,
+                        repeat_penalty=repeat_penalty, evidence_bonus=evidence_bonus)["reward"]
 
 
 def summarize_parts(parts: Sequence[dict]) -> dict[str, float]:
@@ -154,10 +164,11 @@ class TrlShellReward:
     __name__ = "f1_x_format"  # trl names the reward column after the function
 
     def __init__(self, tokenizer: Any, *, max_tool_calls: int = config.MAX_TOOL_CALLS,
-                 log_path: Path | None = None, repeat_penalty: float = 0.0):
+                 log_path: Path | None = None, repeat_penalty: float = 0.0, evidence_bonus: float = 0.0):
         self.tokenizer = tokenizer
         self.max_tool_calls = max_tool_calls
         self.repeat_penalty = repeat_penalty
+        self.evidence_bonus = evidence_bonus
         self.log_path = Path(log_path) if log_path else None
 
     def decode(self, completion_ids: Sequence[int]) -> str:
@@ -171,7 +182,8 @@ class TrlShellReward:
                  **columns: Any) -> list[float]:
         texts = [self.decode(ids) for ids in completion_ids]
         parts = [reward_parts(split_decoded_turns(text), g, max_tool_calls=self.max_tool_calls,
-                              stdouts=decoded_stdouts(text), repeat_penalty=self.repeat_penalty)
+                              stdouts=decoded_stdouts(text), repeat_penalty=self.repeat_penalty,
+                              evidence_bonus=self.evidence_bonus)
                  for text, g in zip(texts, golds, strict=True)]
         summary = summarize_parts(parts)
         if log_metric is not None:
