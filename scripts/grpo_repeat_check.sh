@@ -14,11 +14,12 @@ SFT=$1
 OUT=$2
 PENALTY=$3
 BIN=${BIN:-.venv/bin}
-# The cold start the SFT model learned from, in scripts/coldstart_check.sh's layout (OUT/models/sft, OUT/coldstart).
-COLD=$(dirname "$(dirname "$SFT")")/coldstart/train.jsonl
+# The cold start the SFT model learned from, in scripts/coldstart_check.sh's layout (OUT/models/sft, OUT/coldstart),
+# or COLDSTART (env) for a model that is not there (a GRPO model trained on further).
+COLD=${COLDSTART:-$(dirname "$(dirname "$SFT")")/coldstart/train.jsonl}
 for need in "$SFT/config.json" "$COLD"; do
   if [ ! -f "$need" ]; then
-    echo "$0: $need not found: SFT_MODEL must be a saved model inside a run folder with coldstart/train.jsonl" >&2
+    echo "$0: $need not found: SFT_MODEL must be a saved model inside a run folder with coldstart/train.jsonl (or set COLDSTART)" >&2
     exit 2
   fi
 done
