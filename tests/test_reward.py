@@ -125,13 +125,9 @@ def test_a_repeated_command_costs_the_repeat_penalty_only_when_set():
 
 
 def test_the_trl_adapter_applies_the_repeat_penalty_and_logs_the_repeat_rate(tmp_path):
-    class Chars:  # a tokenizer whose ids are the characters of the text
-        def decode(self, ids, skip_special_tokens=False):
-            return "".join(map(chr, ids))
-
     episode = [CALL, CALL, ANSWER]
     text = "<|im_end|>\n<|im_start|>assistant\n".join(episode)
-    scorer = TrlShellReward(Chars(), log_path=tmp_path / "parts.jsonl", repeat_penalty=0.5)
+    scorer = TrlShellReward(_FakeTokenizer(), log_path=tmp_path / "parts.jsonl", repeat_penalty=0.5)
     logged: dict[str, float] = {}
     rewards = scorer([[{"role": "user", "content": "Query: q"}]], [None], [[ord(c) for c in text]], [GOLDS],
                      log_metric=logged.__setitem__)
@@ -153,14 +149,10 @@ def test_the_evidence_bonus_pays_a_well_formed_search_that_printed_a_gold_answer
 
 
 def test_the_trl_adapter_reads_the_evidence_from_the_tool_responses():
-    class Chars:
-        def decode(self, ids, skip_special_tokens=False):
-            return "".join(map(chr, ids))
-
     wrong = render_turn("Guess.", answer="Miriam")
     payload = json.dumps({"stdout": "Moses had a brother, Aaron.\n", "exit_code": 0})
     text = f"{CALL}<|im_end|>\n<|im_start|>user\n<tool_response>\n{payload}\n</tool_response><|im_end|>\n" \
            f"<|im_start|>assistant\n{wrong}"
-    scorer = TrlShellReward(Chars(), evidence_bonus=0.5)
+    scorer = TrlShellReward(_FakeTokenizer(), evidence_bonus=0.5)
     rewards = scorer([[{"role": "user", "content": "Query: q"}]], [None], [[ord(c) for c in text]], [GOLDS])
     assert rewards == [pytest.approx(0.5)]
