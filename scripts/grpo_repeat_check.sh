@@ -3,7 +3,8 @@
 # with `repeat_penalty` (cpu config; STEPS (default 8) steps of 2 probe-chosen questions x G=4, pool 8, the same 1536-token
 # completions and 256-token observation cap as the default profile), then the format-check on the same 60
 # held-out questions as scripts/coldstart_check.sh, and what came before each repeat. LR (env) overrides the
-# cpu config's GRPO learning rate; EVIDENCE_BONUS (env) sets `evidence_bonus` (train/reward.py).
+# cpu config's GRPO learning rate; EVIDENCE_BONUS (env) sets `evidence_bonus` (train/reward.py); GENERATIONS,
+# QUESTIONS_PER_STEP and TEMPERATURE (env) override the config's G, questions a step and rollout temperature.
 #   scripts/grpo_repeat_check.sh runs/exp29/models/sft runs/exp34 0.25
 set -euo pipefail
 if [ $# -ne 3 ]; then
@@ -34,6 +35,9 @@ grpo:
   max_obs_tokens: 256
 ${LR:+  learning_rate: $LR}
 ${EVIDENCE_BONUS:+  evidence_bonus: $EVIDENCE_BONUS}
+${GENERATIONS:+  num_generations: $GENERATIONS}
+${QUESTIONS_PER_STEP:+  questions_per_step: $QUESTIONS_PER_STEP}
+${TEMPERATURE:+  temperature: $TEMPERATURE}
 YAML
 "$BIN/grepseek" train grpo --config "$OUT/grpo.yaml" --model "$SFT" --out "$OUT/models/grpo"
 BIN="$BIN" scripts/heldout_check.sh "$OUT/models/grpo" "$OUT/fc60_192" "$COLD"

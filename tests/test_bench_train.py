@@ -54,15 +54,17 @@ def test_bench_train_refuses_bad_arguments(tiny, tmp_path, capsys):
 
 def test_bench_train_episode_and_grpo_rows(tiny, chats, miniwiki, tmp_path, capsys):
     """The episode rows: the real loop and tool on held-out questions, before / lean / lean + reuse, compared;
-    the GRPO row: one seeded step with trl's generate and with lean rollouts."""
+    the GRPO rows: one seeded step as GRPO ran before (float32, trl's head and generate), with trl's generate on
+    the new precision and head, and on the new path; the last two must agree reward for reward."""
     out = tmp_path / "bench"
     assert main(["bench", "train", "--model", str(tiny), "--data", str(chats), "--steps", "1", "--repeats", "1",
                  "--max-new-tokens", "4", "--episodes", "2", "--episode-benchmarks", "nq,popqa",
                  "--episode-tokens", "24", "--corpus", str(miniwiki / "corpus.jsonl"),
                  "--benchmarks-dir", str(miniwiki / "benchmarks"), "--out", str(out)]) == 0
     rows = {r["task"]: r for r in json.loads((out / "train_bench.json").read_text())["rows"]}
-    assert {"agent episode", "agent episode, turn reuse alone", "GRPO step"} <= set(rows)
-    assert "same rewards 1/1" in rows["GRPO step"]["note"]
+    assert {"agent episode", "agent episode, turn reuse alone", "GRPO step", "GRPO step, lean rollouts alone"} <= set(rows)
+    assert "old column: float32, trl's LM head, trl generate" in rows["GRPO step"]["note"]
+    assert "same rewards 1/1" in rows["GRPO step, lean rollouts alone"]["note"]
     assert "identical trajectories 1/1" in rows["agent episode, turn reuse alone"]["note"]
     assert main(["bench", "train", "--model", str(tiny), "--data", str(chats), "--episode-benchmarks", "musique_train",
                  "--benchmarks-dir", str(miniwiki / "benchmarks"), "--out", str(out)]) == 2

@@ -8,8 +8,10 @@ float32 (how the backend decoded before) vs the lean loop in the new precision, 
 whether the texts are identical. Episodes: the real agent loop with the real shell tool on held-out questions
 (greedy, the protocol's observation cap), as episodes ran before (float32 `generate`, every turn reading its
 whole prompt) vs the new path (lean loop, key/value reuse across turns), and the reuse alone on the lean loop;
-seconds per episode and whether the trajectories are identical. Reported: medians, the ratio, the loss
-curves and their largest gap.
+seconds per episode and whether the trajectories are identical. GRPO: one seeded step of the CPU config as it
+ran before (float32, trl's LM head, trl's `generate` every turn) vs the new path, and the lean rollouts alone;
+seconds per rollout and whether the rewards agree. Reported: medians, the ratio, the loss curves and their
+largest gap.
 """
 
 from __future__ import annotations
@@ -121,16 +123,23 @@ def episode_rows(model: str, precision: str, questions: list[dict], tool: ShellT
                         [r["seconds"] for r in new], False, f"old column: lean loop, no reuse; {same('lean')}")]
 
 
-def grpo_run(model: str, questions: list[dict], corpus: Path, lean: bool, generations: int) -> dict[str, Any]:
-    """One GRPO step of the CPU config (one question, `generations` rollouts) from `model`, seeded; seconds a
-    rollout (generation, tool calls, scoring, the update) and the rollouts' rewards."""
+#: GRPO paths: (precision, labelled-positions head, lean rollouts); "new" takes the benchmark's new precision.
+GRPO_PATHS = {"before": ("float32", False, False), "trl generate": (None, True, False), "new": (None, True, True)}
+
+
+def grpo_run(model: str, questions: list[dict], corpus: Path, path: tuple[str | None, bool, bool],
+             generations: int, precision: str) -> dict[str, Any]:
+    """One GRPO step of the CPU config (one question, `generations` rollouts) from `model` on `path`
+    (GRPO_PATHS), seeded; seconds a rollout (generation, tool calls, scoring, the update) and the rewards."""
     import torch
 
+    path_precision, compact_head, lean = path
     settings = dataclasses.replace(load_config("cpu").grpo, questions_per_step=1, num_generations=generations,
                                    per_device_train_batch_size=1, max_steps=1, probe_candidates=0, save_steps=10**9,
-                                   lean_rollouts=lean)
+                                   lean_rollouts=lean, precision=path_precision or precision)
     with tempfile.TemporaryDirectory(prefix="bench_grpo_") as out:
-        trainer, _ = grpo.build_trainer(model, Path(out), settings, corpus=corpus, questions=questions[:1])
+        trainer, _ = grpo.build_trainer(model, Path(out), settings, corpus=corpus, questions=questions[:1],
+                                        compact_head=compact_head)
         trainer.args.disable_tqdm = True
         torch.manual_seed(settings.seed)
         start = time.perf_counter()
@@ -140,17 +149,26 @@ def grpo_run(model: str, questions: list[dict], corpus: Path, lean: bool, genera
     return {"seconds": seconds / generations, "rewards": [p.get("rewards") for p in parts]}
 
 
-def grpo_row(model: str, questions: list[dict], corpus: Path, repeats: int, generations: int) -> dict[str, Any]:
-    """GRPO s/rollout: trl's `model.generate` for every turn vs lean rollouts, the same seeded step, alternating."""
-    runs: dict[bool, list[dict]] = {False: [], True: []}
+def grpo_rows(model: str, questions: list[dict], corpus: Path, repeats: int, generations: int,
+              precision: str) -> list[dict[str, Any]]:
+    """GRPO s/rollout, the same seeded step on each path of GRPO_PATHS, alternating: float32 with trl's head
+    and trl's `generate` (as GRPO ran before) vs the new path, and the lean rollouts alone."""
+    runs: dict[str, list[dict]] = {name: [] for name in GRPO_PATHS}
     for _ in range(repeats):
-        for lean in (False, True):
-            runs[lean].append(grpo_run(model, questions, corpus, lean, generations))
-    same = sum(a["rewards"] == b["rewards"] for a, b in zip(runs[False], runs[True], strict=True))
-    return _median_row("GRPO step", "s/rollout", [r["seconds"] for r in runs[False]],
-                       [r["seconds"] for r in runs[True]], False,
-                       f"1 question x {generations} rollouts, one update; old column: trl generate; "
-                       f"same rewards {same}/{repeats}")
+        for name, path in GRPO_PATHS.items():
+            runs[name].append(grpo_run(model, questions, corpus, path, generations, precision))
+    new = runs["new"]
+
+    def same(name: str) -> str:
+        return f"same rewards {sum(a['rewards'] == b['rewards'] for a, b in zip(runs[name], new, strict=True))}/{repeats}"
+
+    note = f"1 question x {generations} rollouts, one update"
+    return [_median_row("GRPO step", "s/rollout", [r["seconds"] for r in runs["before"]],
+                        [r["seconds"] for r in new], False,
+                        f"{note}; old column: float32, trl's LM head, trl generate; {same('before')}"),
+            _median_row("GRPO step, lean rollouts alone", "s/rollout", [r["seconds"] for r in runs["trl generate"]],
+                        [r["seconds"] for r in new], False,
+                        f"{note}; old column: {precision} + the new head, trl generate; {same('trl generate')}")]
 
 
 def _median_row(task: str, unit: str, old: list[float], new: list[float], higher_is_better: bool,
@@ -194,8 +212,8 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
                     f"{prompts_n} prompts x {max_new_tokens} tokens; identical texts {same}/{gen_repeats}"),
     ]
     if grpo_setup:
-        rows.append(grpo_row(model, grpo_setup["questions"], grpo_setup["corpus"], gen_repeats,
-                             grpo_setup["generations"]))
+        rows += grpo_rows(model, grpo_setup["questions"], grpo_setup["corpus"], gen_repeats,
+                          grpo_setup["generations"], new_precision)
     if episodes:
         rows += episode_rows(model, new_precision, episodes["questions"], episodes["tool"], gen_repeats,
                              episodes["max_new_tokens"])

@@ -246,9 +246,11 @@ def skipping_trainer_class() -> type:
 
 def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path,
                   shards: Path | None = None, questions: Sequence[dict], lora: bool = False,
-                  max_steps: int | None = None, loaded: tuple[Any, Any, dict] | None = None) -> tuple[Any, Any]:
+                  max_steps: int | None = None, loaded: tuple[Any, Any, dict] | None = None,
+                  compact_head: bool = True) -> tuple[Any, Any]:
     """The GRPOTrainer with the shell tool and the F1 x format reward; returns (trainer, tokenizer).
-    `loaded`: what `load_trainable(model_name)` returned, when the caller already loaded it."""
+    `loaded`: what `load_trainable(model_name)` returned, when the caller already loaded it;
+    `compact_head=False` keeps trl's own LM head (train/lm_head.py), for benchmarks of the old path."""
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -300,7 +302,8 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         callbacks=[metrics_logger(out / METRICS_FILE)],
     )
     trainer.lean_rollouts = settings.lean_rollouts
-    compact_lm_head(trainer.model, temperature=trainer.temperature, entropy_grad=True)
+    if compact_head:
+        compact_lm_head(trainer.model, temperature=trainer.temperature, entropy_grad=True)
     return trainer, tokenizer
 
 
