@@ -136,3 +136,31 @@ def test_observation_cannot_forge_chat_control_tokens():
     text = observation_text(payload)
     assert "<|im_end|>" not in text and "<|im_start|>" not in text
     assert "< |im_end|>" in text
+
+
+def _write_corpus(path: Path, ensure_ascii: bool) -> Path:
+    rows = [{"id": "1", "contents": '"José Saramago"\nJosé de Sousa Saramago was a Portuguese writer.'},
+            {"id": "2", "contents": '"Zürich"\nZürich is the largest city in Switzerland.'}]
+    path.write_text("".join(json.dumps(r, ensure_ascii=ensure_ascii) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_empty_search_for_non_ascii_text_names_its_escaped_form(tmp_path):
+    """wiki-18 writes é as \\u00e9: a search for 'José' can never match, so the observation says what would,
+    and that suggestion really matches; nothing is added where the search matched or the corpus is raw UTF-8."""
+    tool = ShellTool(_write_corpus(tmp_path / "corpus.jsonl", ensure_ascii=True))
+    for command in ("rg -F -i 'José Saramago' corpus.jsonl | head -n 3", "grep -c 'Zürich' corpus.jsonl",
+                    "rg -F 'Zürich' corpus.jsonl | wc -l"):
+        payload = tool(command)
+        assert payload["stdout"].strip() in ("", "0") and payload["stderr"].count("note: nothing matched") == 1
+        suggested = payload["stderr"].split("search '", 1)[1].split("' with -F", 1)[0]
+        assert suggested in (r"Jos\u00e9 Saramago", r"Z\u00fcrich")
+        found = tool(f"rg -F '{suggested}' corpus.jsonl")
+        assert found["exit_code"] == 0 and found["stdout"].count("\n") == 1 and "note:" not in found["stderr"]
+    assert tool("rg -F 'Saramago' corpus.jsonl | wc -l")["stderr"] == ""
+    refused = tool('rg "Jos$(id)é" corpus.jsonl')["stderr"]
+    assert refused.startswith("refused: ") and "note:" not in refused
+    (tmp_path / "raw").mkdir()
+    raw = ShellTool(_write_corpus(tmp_path / "raw" / "corpus.jsonl", ensure_ascii=False))
+    assert raw("rg -F 'José' corpus.jsonl | wc -l")["stdout"] == "1\n"
+    assert raw("rg -F 'Josée' corpus.jsonl")["stderr"] == ""

@@ -27,6 +27,33 @@ CHARS_PER_TOKEN = 4
 MAX_STDERR_CHARS = 4000
 #: Only this many characters per allowed token are tokenized, so a 1 MB output costs little.
 _WINDOW_CHARS_PER_TOKEN = 16
+#: How much of the corpus's start decides whether it writes non-ASCII text as JSON escapes.
+_ESCAPE_SAMPLE_BYTES = 1 << 20
+
+
+def writes_escapes(corpus: Path) -> bool:
+    """Whether the corpus stores non-ASCII letters only as JSON `\\uXXXX` escapes (wiki-18 does): its first
+    MiB holds escapes and no byte above 0x7F."""
+    with open(corpus, "rb") as handle:
+        head = handle.read(_ESCAPE_SAMPLE_BYTES)
+    return b"\\u" in head and head.isascii()
+
+
+def escape_note(command: str, stdout: bytes) -> str | None:
+    """For a search that found nothing while its first program names non-ASCII text: the same text as
+    the escaped corpus holds it, so the agent can search that instead of concluding the name is absent."""
+    if stdout.strip() not in (b"", b"0"):
+        return None
+    try:
+        stage = parse_command(command).stages[0]
+    except Refused:
+        return None
+    words = [arg for arg in stage.argv[1:] if not arg.isascii() and not arg.startswith("-")]
+    if not words:
+        return None
+    escaped = json.dumps(words[0])[1:-1]
+    return (f"note: nothing matched '{words[0]}', but the corpus writes non-ASCII letters as JSON escapes: "
+            f"search '{escaped}' with -F, or an ASCII word of it")
 
 
 def load_engine(corpus: Path, shards: Path | str | None, index: Path | str | bool | None = None,
@@ -150,6 +177,7 @@ class ShellTool:
         self.tokenizer = tokenizer
         self.max_output_bytes = check_max_output_bytes(max_output_bytes, "max_output_bytes")
         self.engine = load_engine(self.corpus, shards, index, executor, ray_address)
+        self.escaped_corpus = writes_escapes(self.corpus)
 
     def run(self, command: str) -> RunResult:
         """The raw result (refusals included) for callers that need bytes, e.g. the cold-start verifier."""
@@ -157,4 +185,9 @@ class ShellTool:
                            engine=self.engine)
 
     def __call__(self, command: str) -> dict[str, Any]:
-        return make_payload(command, self.run(command), self.tokenizer, self.max_obs_tokens, self.timeout)
+        result = self.run(command)
+        payload = make_payload(command, result, self.tokenizer, self.max_obs_tokens, self.timeout)
+        note = escape_note(command, result.stdout) if self.escaped_corpus and result.exit_code != 126 else None
+        if note:
+            payload["stderr"] += note + "\n"
+        return payload
