@@ -42,7 +42,7 @@ def writes_escapes(corpus: Path) -> bool:
 def escape_note(command: str, stdout: bytes) -> str | None:
     """For a search that found nothing while its first program names non-ASCII text: the same text as
     the escaped corpus holds it, so the agent can search that instead of concluding the name is absent."""
-    if stdout.strip() not in (b"", b"0"):
+    if command.isascii() or stdout.strip() not in (b"", b"0"):  # most commands: no second parse, no copy
         return None
     try:
         stage = parse_command(command).stages[0]
