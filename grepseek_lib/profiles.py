@@ -33,12 +33,10 @@ _COMMON: dict[str, Any] = {
     #: Share of cold-start trajectories with a refused repeat replayed as a no-loss turn
     #: (coldstart.export.REPEAT_RECOVERY_RATE, tested equal).
     "repeat_recovery_rate": 0.0,
-    #: Subtracted from a GRPO rollout's reward when it sends a command twice (GRPOSettings.repeat_penalty,
-    #: tested equal).
-    "grpo_repeat_penalty": 0.0,
-    #: Added to a well-formed GRPO rollout's reward when its tool output printed a gold answer
-    #: (GRPOSettings.evidence_bonus, tested equal).
-    "grpo_evidence_bonus": 0.0,
+    #: Subtracted from a GRPO rollout's reward when it sends a command twice, and added to a well-formed one's
+    #: when its tool output printed a gold answer: the cpu config's (tested equal; gpu: the paper's 0 and 0).
+    "grpo_repeat_penalty": 0.5,
+    "grpo_evidence_bonus": 0.5,
     #: 00_data imports these instead of building the mini-wiki (set data_dir to another folder too).
     "import_corpus": None,
     "import_benchmarks": None,
@@ -135,6 +133,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         **_COMMON,
         "model": "Qwen/Qwen3-4B",
         "train_config": "gpu",
+        "grpo_repeat_penalty": 0.0,
+        "grpo_evidence_bonus": 0.0,
         "n_shards": 16,
         "coldstart_limit": 1000,
         "sft_epochs": 1,

@@ -30,8 +30,8 @@ grpo_generations = 4  # rollouts per question (G)
 grpo_max_completion = 1536  # tokens per episode
 grpo_pool = 2  # training questions, at least grpo_questions (every step sees the whole pool)
 grpo_probe_candidates = 16  # most questions probed with the SFT policy, 8 at a time; 0: the first ones
-grpo_repeat_penalty = 0.0  # subtracted from a rollout's reward when it sends a command twice (0: F1 x format)
-grpo_evidence_bonus = 0.0  # added to a well-formed rollout's reward when a tool output printed a gold answer
+grpo_repeat_penalty = 0.5  # subtracted from a rollout's reward when it sends a command twice (0 and 0: F1 x format)
+grpo_evidence_bonus = 0.5  # added to a well-formed rollout's reward when a tool output printed a gold answer
 max_new_tokens = 224  # tokens per turn (the longest cold-start turn must fit: 02_cold_start checks)
 max_tool_calls = 5
 max_obs_tokens = 256  # the run's one observation cap: cold start, GRPO and eval cut outputs here
@@ -98,5 +98,7 @@ runfolder.mark_done(run_dir, STAGE, {
     "reward_last": summary.get("reward_last"),
     "rollouts_first": summary.get("rollouts_first"),
     "rollouts_last": summary.get("rollouts_last"),
+    "f1_first": summary.get("f1_first"),
+    "f1_last": summary.get("f1_last"),
     "wall_s": summary["wall_s"],
 })

@@ -22,6 +22,7 @@ from grepseek_lib.errors import UserError
 from grepseek_lib.eval import losses
 from grepseek_lib.eval.runner import read_records
 from grepseek_lib.inspector import filters, load, report
+from grepseek_lib.train.configs import GRPOSettings, load_config
 
 NOTEBOOKS = config.REPO_ROOT / "notebooks"
 #: Every notebook: the pipeline's stages, then the ones a user opens on a finished run.
@@ -94,10 +95,10 @@ def test_profile_rates_are_the_library_defaults():
 
     assert all(p["phrase_first_rate"] == PHRASE_FIRST_RATE for p in profiles.PROFILES.values())
     assert all(p["repeat_recovery_rate"] == REPEAT_RECOVERY_RATE for p in profiles.PROFILES.values())
-    from grepseek_lib.train.configs import GRPOSettings
-
-    assert all(p["grpo_repeat_penalty"] == GRPOSettings.repeat_penalty for p in profiles.PROFILES.values())
-    assert all(p["grpo_evidence_bonus"] == GRPOSettings.evidence_bonus for p in profiles.PROFILES.values())
+    for p in profiles.PROFILES.values():
+        grpo = load_config(p["train_config"]).grpo
+        assert (p["grpo_repeat_penalty"], p["grpo_evidence_bonus"]) == (grpo.repeat_penalty, grpo.evidence_bonus)
+    assert (GRPOSettings.repeat_penalty, GRPOSettings.evidence_bonus) == (0.0, 0.0)  # the paper's reward
 
 
 def is_one_call_loop(node: ast.For) -> bool:
@@ -291,7 +292,9 @@ def check_stage_figures(out, params: dict) -> None:
     assert sft["steps"] == params["sft_max_steps"] and 0 < sft["train_loss"] < 100
     grpo = figures["04_grpo"]
     assert grpo["steps"] == params["grpo_steps"] and grpo["questions"] == params["grpo_questions"]
-    assert 0 <= grpo["reward_first"] <= 1 and 0 <= grpo["reward_last"] <= 1
+    low, high = -params["grpo_repeat_penalty"], 1 + params["grpo_evidence_bonus"]
+    assert low <= grpo["reward_first"] <= high and low <= grpo["reward_last"] <= high
+    assert 0 <= grpo["f1_first"] <= 1 and 0 <= grpo["f1_last"] <= 1
     ev = figures["05_eval"]
     assert ev["questions"] == params["eval_limit"] * len(params["benchmarks"])
     assert all(0 <= ev[f"{s}_micro_f1"] <= 1 and 0 <= ev[f"{s}_evidence_recall"] <= 1 for s in EVAL_SYSTEMS)

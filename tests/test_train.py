@@ -539,4 +539,8 @@ def test_reward_trend_says_how_many_rollouts_each_side_stands_on():
     assert trend["reward_first"] == pytest.approx(0.15) and trend["reward_last"] == pytest.approx(0.35)
     odd = reward_trend([{"reward": r, "n": 8} for r in (0.1, 0.9, 0.3)])
     assert odd["trend_window"] == 1 and odd["reward_first"] == pytest.approx(0.1) and odd["reward_last"] == 0.3
+    assert "f1_first" not in trend
+    parts = reward_trend([{"reward": r - 0.5, "f1": r, "n": 8} for r in (0.1, 0.2, 0.3, 0.4)])
+    assert parts["f1_first"] == pytest.approx(0.15) and parts["f1_last"] == pytest.approx(0.35)
+    assert parts["reward_first"] == pytest.approx(-0.35)
     assert reward_trend([]) == {}

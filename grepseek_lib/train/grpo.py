@@ -379,7 +379,11 @@ def reward_trend(steps: Sequence[dict], window: int | None = None) -> dict[str, 
         return {}
     window = window or max(1, len(steps) // 2)
     first, last = steps[:window], steps[-window:]
-    return {"trend_window": window, "reward_first": sum(s["reward"] for s in first) / len(first),
-            "reward_last": sum(s["reward"] for s in last) / len(last),
-            "rollouts_first": sum(int(s.get("n", 0)) for s in first),
-            "rollouts_last": sum(int(s.get("n", 0)) for s in last)}
+    trend = {"trend_window": window, "reward_first": sum(s["reward"] for s in first) / len(first),
+             "reward_last": sum(s["reward"] for s in last) / len(last),
+             "rollouts_first": sum(int(s.get("n", 0)) for s in first),
+             "rollouts_last": sum(int(s.get("n", 0)) for s in last)}
+    if all("f1" in s for s in steps):  # the answers' own part, apart from the penalty and the bonus
+        trend["f1_first"] = sum(s["f1"] for s in first) / len(first)
+        trend["f1_last"] = sum(s["f1"] for s in last) / len(last)
+    return trend
