@@ -27,6 +27,9 @@ TRAPS = [
     "\u0130stanbul capital I dot", "\u0131rmak dotless", "istanbul plain", "Henry Feilden (soldier)",
     "feilden lowercase", "a.b*c [x] (y) {z} $HOME ^caret a|b back\\slash", "stra\u00dfe STRASSE stra\u1e9ee",
     "caf\u00e9 CAF\u00c9", "dup line", "dup line", "12:34 numbers 5678", "", "x",
+    # non-ASCII words that fold to an ASCII word the corpus also holds (their postings must be one)
+    "\u212aelvin sign", "\u017ftar long", "star plain", "\u0131stanbul dotless", "\u212a\u212a double",
+    "kk lower",
 ]
 
 
@@ -132,6 +135,9 @@ def test_output_cap_is_exact(world, command, cap):
     "rg -n x corpus.jsonl | head -n 2", "rg -o -b 'Feil+den' corpus.jsonl", "grep -E -o -n 'str(a|o)' corpus.jsonl",
     "rg -i 'stra\u1e9ee' corpus.jsonl", "rg -i 'STRASSE' corpus.jsonl", "grep 'x$' corpus.jsonl",
     "rg -n --column -H kelvin corpus.jsonl | sort -r", "rg -m 1 -n dup corpus.jsonl",
+    "rg -c kelvin corpus.jsonl", "rg -c KELVIN corpus.jsonl", "grep -c -i kelvin corpus.jsonl",
+    "rg -n -i star corpus.jsonl", "rg -c -i istanbul corpus.jsonl", "grep -c -i KK corpus.jsonl",
+    "rg -c -w -i 'star plain' corpus.jsonl",
 ])
 def test_case_folding_and_numbering(world, command):
     corpus, folder, engines = world

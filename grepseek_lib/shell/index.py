@@ -37,7 +37,8 @@ POSTINGS = "postings.bin"
 POST_START = "post_start.npy"
 POST_LEN = "post_len.npy"
 FOLD = "fold.json"
-VERSION = 2
+#: 3: a non-ASCII word folding to an ASCII one shares its postings (version 2 indexes could lose them).
+VERSION = 3
 #: A term matching more vocabulary words than this is not worth its union: it is dropped.
 MAX_TERM_WORDS = 20_000
 #: Candidates this few are read rather than narrowed further (another term could save a few copies).

@@ -105,6 +105,15 @@ class _Hasher:
         return starts, ends, hashes, (high[ends] - high[starts]) > 0
 
 
+def _word_hash(folded: bytes) -> int:
+    """The hash `_Hasher` gives a word of these bytes: a non-ASCII word that folds to an ASCII one (U+212A
+    KELVIN SIGN + `elvin` -> `KELVIN`) must land on the ASCII word's hash, or one of the two postings is lost."""
+    h = 0
+    for byte in folded:
+        h = (h * _P + int(_UPPER[byte])) & _MASK
+    return h
+
+
 class _Pairs:
     """(word hash, block id) pairs, each once, in bucket files; and the word of every hash."""
 
@@ -113,6 +122,7 @@ class _Pairs:
         self.folder_fold = Folder(table)
         self.hasher = _Hasher()
         self.words: dict[int, bytes] = {}
+        self.hash_of: dict[bytes, int] = {}  # folded non-ASCII word -> its hash
         self.files = [open(folder / f"bucket-{b:02d}.bin", "wb") for b in range(BUCKETS)]
 
     def add(self, data: bytes, first_block: int, block_starts: np.ndarray) -> None:
@@ -120,7 +130,9 @@ class _Pairs:
         for i in np.flatnonzero(wide).tolist():  # words with non-ASCII characters: Unicode case classes
             word = data[starts[i]:ends[i]].decode("utf-8", "surrogateescape")
             folded = self.folder_fold.fold(word).encode("utf-8", "surrogateescape")
-            h = hash(folded) & _MASK
+            h = self.hash_of.get(folded)
+            if h is None:
+                h = self.hash_of[folded] = _word_hash(folded)
             hashes[i] = h
             self.words.setdefault(h, folded)
         bounds = np.searchsorted(starts, block_starts).tolist() + [len(starts)]
@@ -150,6 +162,8 @@ class _Pairs:
         for handle in self.files:
             handle.close()
         vocab = sorted(set(self.words.values()))
+        if len(vocab) != len(self.words):  # a word under two hashes would split its postings over two buckets
+            raise RuntimeError("index build: a folded word was hashed two ways; please report this")
         ids = {word: i for i, word in enumerate(vocab)}
         keys = np.fromiter(self.words.keys(), dtype=np.uint64, count=len(self.words))
         key_ids = np.fromiter((ids[w] for w in self.words.values()), dtype=np.int64, count=len(self.words))
