@@ -129,6 +129,10 @@ def test_literal_terms_mark_partial_words():
     assert folder.literal_terms("\u212aelvin") == [Term(CONTAINS, b"KELVIN")]
     assert folder.literal_terms("\u017fong") == folder.literal_terms("SONG")
     assert folder.literal_terms(".:") == []
+    # Unicode case folding may join characters this Python's tables do not: only the ASCII runs are named
+    assert folder.literal_terms("Z\u00fcrich ab", unicode_case=True) == [Term(CONTAINS, b"RICH"), Term(PREFIX, b"AB")]
+    assert folder.literal_terms("\u019b", unicode_case=True) == []
+    assert folder.literal_terms("Zurich", unicode_case=True) == folder.literal_terms("Zurich")
 
 
 @pytest.mark.parametrize(("pattern", "syntax", "expected"), [

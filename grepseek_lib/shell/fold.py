@@ -65,6 +65,7 @@ def compute_table() -> dict[int, str]:
 
 #: A word: ASCII letters, digits, `_` and every non-ASCII character (surrogates included).
 WORD = re.compile("[0-9A-Za-z_\u0080-\U0010ffff]+")
+_ASCII_RUNS = re.compile("[0-9A-Za-z_]{2,}")
 
 
 class Folder:
@@ -76,11 +77,21 @@ class Folder:
     def fold(self, word: str) -> str:
         return word.upper() if word.isascii() else word.translate(self.table)
 
-    def literal_terms(self, literal: str) -> list[Term]:
-        """The words a line holding `literal` (in any case of its classes) must hold; [] when none."""
+    def literal_terms(self, literal: str, unicode_case: bool = False) -> list[Term]:
+        """The words a line holding `literal` (in any case of its classes) must hold; [] when none.
+
+        `unicode_case`: the search may fold case the Unicode way (rg -i, -S, `(?i)`). rg's case tables may
+        be newer than this Python's (ripgrep 15 joins U+019B with U+A7DC, unknown to Unicode 14) or join
+        characters that have no lower/upper mapping (U+0390 with U+1FD3), so a word with a non-ASCII
+        character only names its ASCII runs, which every matching text word holds (ASCII letters' classes
+        are stable); a run shorter than two characters is left out."""
         terms = []
         for match in WORD.finditer(literal):
+            word = match.group()
+            if unicode_case and not word.isascii():
+                terms.extend(Term(CONTAINS, run.upper().encode()) for run in _ASCII_RUNS.findall(word))
+                continue
             at_start, at_end = match.start() == 0, match.end() == len(literal)
             kind = CONTAINS if at_start and at_end else SUFFIX if at_start else PREFIX if at_end else EXACT
-            terms.append(Term(kind, self.fold(match.group()).encode("utf-8")))
+            terms.append(Term(kind, self.fold(word).encode("utf-8")))
         return terms

@@ -86,9 +86,9 @@ class IndexPath:
         folder = self.index.folder
         alternatives = []
         for alt in found.alternatives:
-            terms = [term for literal in alt for term in folder.literal_terms(literal)]
+            terms = [term for literal in alt for term in folder.literal_terms(literal, found.unicode_case)]
             if not terms:
-                return "a literal without a word character"
+                return "a literal without a word the index can look up"
             alternatives.append(terms)
         # a bare word: nearly every block holding it holds a matching line (`"Rex"` is not: the title form;
         # nor is a case-sensitive `WILM`, whose blocks hold `Wilmington`)

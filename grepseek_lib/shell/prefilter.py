@@ -53,6 +53,9 @@ class Prefilter:
     renumber: Renumber | None
     #: The stage compares case-insensitively (-i as the last case option): a slower plain scan.
     folds_case: bool = False
+    #: Some rg stage whose literals are used may fold case the Unicode way (-i, -S or `(?` anywhere):
+    #: non-ASCII words then name only their ASCII runs (fold.Folder.literal_terms).
+    unicode_case: bool = False
 
 
 def analyze(pipeline: Pipeline) -> Prefilter | str:
@@ -87,7 +90,7 @@ def analyze(pipeline: Pipeline) -> Prefilter | str:
         reason = post_reason(stage)
         if reason:
             return f"later stage: {reason}"
-    return Prefilter(alternatives, renumber, _folds_case(parsed))
+    return Prefilter(alternatives, renumber, _folds_case(parsed), _may_fold_unicode(pipeline))
 
 
 def _patterns(parsed: ParsedArgs) -> tuple[list[str] | None, list[str]]:
@@ -144,6 +147,25 @@ def _narrow_by_filters(later: tuple[Stage, ...], alternatives: tuple[tuple[str, 
         if names & _RESHAPES:
             break
     return alternatives
+
+
+_CASE_OPTIONS = frozenset(("-i", "-y", "--ignore-case", "-S", "--smart-case"))
+
+
+def _may_fold_unicode(pipeline: Pipeline) -> bool:
+    """Whether any rg stage may compare with Unicode case folding (whatever option comes last): grep under
+    LC_ALL=C folds ASCII only."""
+    for stage in pipeline.stages:
+        if stage.program != "rg":
+            continue
+        try:
+            parsed = stage_args(stage)
+        except Refused:
+            return True
+        patterns, _ = _patterns(parsed)
+        if any(name in _CASE_OPTIONS for name, _ in parsed.options) or any("(?" in p for p in patterns or ()):
+            return True
+    return False
 
 
 def _folds_case(parsed: ParsedArgs) -> bool:
