@@ -64,6 +64,7 @@ CASES = {
     "manifest escaping its folder": ("run", "--corpus", "{corpus}", "--shards", "{bad-escape}", "ls"),
     "manifest of strings": ("run", "--shards", "{bad-strings}", "ls"),
     "shards folder missing": ("run", "--shards", "{root}/nowhere", "ls"),
+    "sequential with an index": ("run", "--sequential", "--index", "{root}/index", "ls"),
     "shard --out existing file": ("shard", "--corpus", "{corpus}", "--shards", "2", "--out", "{file}"),
     "shard --out under a file": ("shard", "--corpus", "{corpus}", "--shards", "2", "--out", "{file}/sub"),
     "shard --out /proc": ("shard", "--corpus", "{corpus}", "--shards", "2", "--out", "/proc"),

@@ -118,6 +118,9 @@ def resolve_corpus(path: Path | None) -> Path:
 
 
 def run_main(args: argparse.Namespace) -> int:
+    if args.sequential and args.index is not None:
+        raise UserError("--sequential runs one chain over the whole corpus and reads no index; drop --index, "
+                        "or drop --sequential to let the index narrow the search")
     check_timeout(args.timeout)
     check_max_output_bytes(args.max_output_bytes)
     corpus = resolve_corpus(args.corpus if args.corpus is not None or args.shards is None
