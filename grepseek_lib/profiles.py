@@ -45,7 +45,8 @@ _COMMON: dict[str, Any] = {
 #: `--profile`: smoke is what the test runs (tiny random model, a handful of questions, ~2 minutes);
 #: default is SmolLM2-135M aimed at 45 minutes on an idle 2-core CPU with native bf16 (measured 59 min on
 #: 2026-12-02; after eval batching, 53 min in float32 on an AVX2-only CPU and 40 min on an AVX512-BF16 one,
-#: then 33 min there with GRPO at lr 1e-5, all on 2026-12-03; stage times in docs/RESULTS.md): SFT on every
+#: then 33 min there with GRPO at lr 1e-5, all on 2026-12-03; GRPO at lr 3e-5 with a repeat penalty and an
+#: evidence bonus since 2026-12-07; stage times in docs/RESULTS.md): SFT on every
 #: trajectory the cold start accepts from the first 60 training questions of each split, GRPO long enough for a reward trend on 16 rollouts a side (4 steps of 2 questions x 4, chosen by
 #: probing up to 16), and
 #: 10 questions per benchmark for every system. Raise them through --params for a longer run, or use `full`.

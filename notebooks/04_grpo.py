@@ -15,7 +15,7 @@
 # %% [markdown]
 # # 04 · GRPO
 #
-# RL from the SFT checkpoint (trl GRPOTrainer): multi-turn rollouts through the same shell tool, reward = token F1 x format gate, observations masked out of the loss. Settings start from `train/configs.py`; the parameters below override a few.
+# RL from the SFT checkpoint (trl GRPOTrainer): multi-turn rollouts through the same shell tool, reward = token F1 x format gate (on CPU less `grpo_repeat_penalty` for a repeated command, plus `grpo_evidence_bonus` when a tool output printed a gold answer; the gpu profile keeps the paper's reward), observations masked out of the loss. Settings start from `train/configs.py`; the parameters below override a few.
 
 # %% tags=["parameters"]
 run_dir = None  # None: runs/default, the run `make run` writes; relative paths start at the repo root
