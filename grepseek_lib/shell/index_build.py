@@ -104,14 +104,14 @@ class _Hasher:
         high = np.concatenate(([0], np.cumsum(a >= 128, dtype=np.int64)))
         return starts, ends, hashes, (high[ends] - high[starts]) > 0
 
-
-def _word_hash(folded: bytes) -> int:
-    """The hash `_Hasher` gives a word of these bytes: a non-ASCII word that folds to an ASCII one (U+212A
-    KELVIN SIGN + `elvin` -> `KELVIN`) must land on the ASCII word's hash, or one of the two postings is lost."""
-    h = 0
-    for byte in folded:
-        h = (h * _P + int(_UPPER[byte])) & _MASK
-    return h
+    def word(self, folded: bytes) -> int:
+        """The hash of one folded word, as `words` hashes it in text: a non-ASCII word that folds to an ASCII
+        one (U+212A KELVIN SIGN + `elvin` -> `KELVIN`) must land on that word's hash, or one of the two
+        postings is lost (fold classes keep the word predicate, so `folded` is one word)."""
+        starts, _, hashes, _ = self.words(folded)
+        if len(starts) != 1:
+            raise RuntimeError(f"index build: folded word {folded!r} is not one word; please report this")
+        return int(hashes[0])
 
 
 class _Pairs:
@@ -132,7 +132,7 @@ class _Pairs:
             folded = self.folder_fold.fold(word).encode("utf-8", "surrogateescape")
             h = self.hash_of.get(folded)
             if h is None:
-                h = self.hash_of[folded] = _word_hash(folded)
+                h = self.hash_of[folded] = self.hasher.word(folded)
             hashes[i] = h
             self.words.setdefault(h, folded)
         bounds = np.searchsorted(starts, block_starts).tolist() + [len(starts)]

@@ -149,7 +149,8 @@ def _narrow_by_filters(later: tuple[Stage, ...], alternatives: tuple[tuple[str, 
     return alternatives
 
 
-_CASE_OPTIONS = frozenset(("-i", "-y", "--ignore-case", "-S", "--smart-case"))
+_IGNORE_CASE = frozenset(("-i", "-y", "--ignore-case"))
+_SMART_CASE = frozenset(("-S", "--smart-case"))
 
 
 def _may_fold_unicode(pipeline: Pipeline) -> bool:
@@ -163,7 +164,7 @@ def _may_fold_unicode(pipeline: Pipeline) -> bool:
         except Refused:
             return True
         patterns, _ = _patterns(parsed)
-        if any(name in _CASE_OPTIONS for name, _ in parsed.options) or any("(?" in p for p in patterns or ()):
+        if any(name in _IGNORE_CASE | _SMART_CASE for name, _ in parsed.options) or any("(?" in p for p in patterns or ()):
             return True
     return False
 
@@ -172,9 +173,9 @@ def _folds_case(parsed: ParsedArgs) -> bool:
     """-i (or -y) is the last case option; smart case counts as sensitive (the faster plain scan)."""
     folding = False
     for name, _ in parsed.options:
-        if name in ("-i", "-y", "--ignore-case"):
+        if name in _IGNORE_CASE:
             folding = True
-        elif name in ("-s", "--case-sensitive", "-S", "--smart-case", "--no-ignore-case"):
+        elif name in _SMART_CASE or name in ("-s", "--case-sensitive", "--no-ignore-case"):
             folding = False
     return folding
 

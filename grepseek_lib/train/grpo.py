@@ -378,12 +378,10 @@ def reward_trend(steps: Sequence[dict], window: int | None = None) -> dict[str, 
     if not steps:
         return {}
     window = window or max(1, len(steps) // 2)
-    first, last = steps[:window], steps[-window:]
-    trend = {"trend_window": window, "reward_first": sum(s["reward"] for s in first) / len(first),
-             "reward_last": sum(s["reward"] for s in last) / len(last),
-             "rollouts_first": sum(int(s.get("n", 0)) for s in first),
-             "rollouts_last": sum(int(s.get("n", 0)) for s in last)}
-    if all("f1" in s for s in steps):  # the answers' own part, apart from the penalty and the bonus
-        trend["f1_first"] = sum(s["f1"] for s in first) / len(first)
-        trend["f1_last"] = sum(s["f1"] for s in last) / len(last)
+    sides = {"first": steps[:window], "last": steps[-window:]}
+    keys = ["reward"] + (["f1"] if all("f1" in s for s in steps) else [])  # f1: the answers' own part
+    trend: dict[str, float | int] = {"trend_window": window}
+    for key in keys:
+        trend.update({f"{key}_{side}": sum(s[key] for s in part) / len(part) for side, part in sides.items()})
+    trend.update({f"rollouts_{side}": sum(int(s.get("n", 0)) for s in part) for side, part in sides.items()})
     return trend
