@@ -151,6 +151,7 @@ def _narrow_by_filters(later: tuple[Stage, ...], alternatives: tuple[tuple[str, 
 
 _IGNORE_CASE = frozenset(("-i", "-y", "--ignore-case"))
 _SMART_CASE = frozenset(("-S", "--smart-case"))
+_MAY_FOLD = _IGNORE_CASE | _SMART_CASE
 
 
 def _may_fold_unicode(pipeline: Pipeline) -> bool:
@@ -164,7 +165,7 @@ def _may_fold_unicode(pipeline: Pipeline) -> bool:
         except Refused:
             return True
         patterns, _ = _patterns(parsed)
-        if any(name in _IGNORE_CASE | _SMART_CASE for name, _ in parsed.options) or any("(?" in p for p in patterns or ()):
+        if any(name in _MAY_FOLD for name, _ in parsed.options) or any("(?" in p for p in patterns or ()):
             return True
     return False
 
