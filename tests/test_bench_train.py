@@ -8,6 +8,7 @@ import pytest
 
 from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.prompt import initial_messages
+from grepseek_lib.bench import train as train_bench
 from grepseek_lib.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -36,11 +37,18 @@ def test_bench_train_on_the_tiny_model(tiny, chats, tmp_path, capsys):
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| SFT step | s/step |" in printed and "| greedy generation | tokens/s |" in printed
+    assert "| greedy generation, first batch | tokens/s |" in printed
     report = json.loads((out / "train_bench.json").read_text())
     assert len(report["curves"]["float32"]) == len(report["curves"]["new"]) == 2
     if report["precision"] == "float32":  # this CPU has no native bf16: the same arithmetic, the same curves
         assert report["max_loss_gap"] == 0.0 and report["identical_generations"] == "1/1"
     assert "| 2 | " in (out / "train_bench.md").read_text()
+
+
+def test_generation_batches_never_ask_a_question_twice():
+    """A warm batch that repeated an earlier question would be read from the new path's turn cache."""
+    asked = [conv[-1]["content"] for batch in range(4) for conv in train_bench.prompts(8, batch)]
+    assert len(asked) == len(set(asked)) == 32
 
 
 def test_bench_train_refuses_bad_arguments(tiny, tmp_path, capsys):

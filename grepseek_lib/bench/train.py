@@ -3,9 +3,10 @@
 SFT: the CPU config's first `steps` steps on the same cold-start examples, once per path and repeat (float32
 with trl's LM head as before, and the new precision with the labelled-positions head, alternating), timing
 each optimizer step; the loss curves of both are kept
-and compared step by step. Generation: the HF backend on the same agent prompts, greedy, `generate` in
-float32 (how the backend decoded before) vs the lean loop in the new precision, alternating; tokens/s and
-whether the texts are identical. Episodes: the real agent loop with the real shell tool on held-out questions
+and compared step by step. Generation: the HF backend on the same agent opening prompts, greedy, `generate`
+in float32 (how the backend decoded before) vs the lean loop in the new precision, alternating; tokens/s of
+each backend's first batch and of later batches of new questions (the eval's steady state), and whether the
+texts are identical. Episodes: the real agent loop with the real shell tool on held-out questions
 (greedy, the protocol's observation cap), as episodes ran before (float32 `generate`, every turn reading its
 whole prompt) vs the new path (lean loop, key/value reuse across turns), and the reuse alone on the lean loop;
 seconds per episode and whether the trajectories are identical. GRPO: one seeded step of the CPU config as it
@@ -33,9 +34,11 @@ from grepseek_lib.train import grpo
 from grepseek_lib.train.configs import load_config
 from grepseek_lib.train.sft import build_trainer, load_chat_rows
 
-#: Questions whose opening prompts the generation benchmark decodes from (the eval's first turn).
-QUESTIONS = ("Who was the brother of Moses?", "What river flows through the capital of France?",
-             "In which year was the band that recorded Abbey Road formed?", "Who wrote Hamlet?")
+#: Question shapes and places the generation benchmark fills in (a year per question keeps every one distinct):
+#: each batch it decodes asks questions no earlier batch asked, so the new path's turn cache replays none.
+TEMPLATES = ("Who was the mayor of {place} in {year}?", "Which river flooded {place} in {year}?",
+             "What was the population of {place} in {year}?", "Which team from {place} won a title in {year}?")
+PLACES = ("Lyon", "Krakow", "Osaka", "Tbilisi", "Quito", "Perth", "Bergen", "Cusco")
 #: The corpus size the prompt announces; any number renders a realistic prompt.
 N_LINES = 28_960
 
@@ -73,8 +76,11 @@ def sft_run(data: Path, model: str, precision: str, steps: int, compact_head: bo
     return {"seconds": timer.seconds, "losses": losses}
 
 
-def prompts(n: int) -> list[list[dict]]:
-    return [initial_messages(QUESTIONS[i % len(QUESTIONS)], N_LINES) for i in range(n)]
+def prompts(n: int, batch: int = 0) -> list[list[dict]]:
+    """The opening prompts (the eval's first turn) of batch number `batch`: n questions no other batch asks."""
+    numbers = range(batch * n, (batch + 1) * n)
+    return [initial_messages(TEMPLATES[i % len(TEMPLATES)].format(
+        place=PLACES[i // len(TEMPLATES) % len(PLACES)], year=1800 + i), N_LINES) for i in numbers]
 
 
 def generation_run(backend: Any, convs: list[list[dict]], max_new_tokens: int) -> dict[str, Any]:
@@ -179,6 +185,25 @@ def _median_row(task: str, unit: str, old: list[float], new: list[float], higher
             "runs": f"{len(old)}+{len(new)}", "note": note}
 
 
+def generation_rows(gen: dict[str, list[dict]], prompts_n: int, max_new_tokens: int) -> list[dict[str, Any]]:
+    """tokens/s of each backend's first batch (cold) and of the later ones (warm: the eval's steady state, every
+    batch new questions over the system-prompt cache the backend built once); texts compared batch by batch."""
+    def tokens_per_s(runs: list[dict]) -> list[float]:
+        return [r["tokens"] / r["seconds"] for r in runs]
+
+    def same(old: str, new: str) -> str:
+        pairs = list(zip(gen[old], gen[new], strict=True))
+        return f"identical texts {sum(o['texts'] == n['texts'] for o, n in pairs)}/{len(pairs)}"
+
+    shape = f"{prompts_n} prompts x {max_new_tokens} tokens"
+    return [_median_row("greedy generation, first batch", "tokens/s", tokens_per_s(gen["float32 first"]),
+                        tokens_per_s(gen["new first"]), True,
+                        f"{shape}; each backend's first call (loading, system-prompt cache); "
+                        f"{same('float32 first', 'new first')}"),
+            _median_row("greedy generation", "tokens/s", tokens_per_s(gen["float32"]), tokens_per_s(gen["new"]), True,
+                        f"{shape}; after the first batch, new questions every batch; {same('float32', 'new')}")]
+
+
 def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: int, max_new_tokens: int,
                 precision: str = "auto", gen_repeats: int | None = None, episodes: dict | None = None,
                 grpo_setup: dict | None = None) -> dict[str, Any]:
@@ -190,11 +215,11 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
     gen_repeats = gen_repeats or repeats
     old_backend = HFBackend(model, device="cpu", batch_size=prompts_n, lean=False, precision="float32")
     new_backend = HFBackend(model, device="cpu", batch_size=prompts_n, precision=new_precision)
-    convs = prompts(prompts_n)
-    gen: dict[str, list[dict]] = {"float32": [], "new": []}
-    for _ in range(gen_repeats):
-        gen["float32"].append(generation_run(old_backend, convs, max_new_tokens))
-        gen["new"].append(generation_run(new_backend, convs, max_new_tokens))
+    gen: dict[str, list[dict]] = {"float32": [], "new": [], "float32 first": [], "new first": []}
+    for batch in range(gen_repeats + 1):  # batch 0 is each backend's first call: loading, its system-prompt cache
+        convs = prompts(prompts_n, batch)
+        for name, backend in (("float32", old_backend), ("new", new_backend)):
+            gen[name if batch else f"{name} first"].append(generation_run(backend, convs, max_new_tokens))
     del old_backend, new_backend
     sft: dict[str, list[dict]] = {"float32": [], "new": []}
     for _ in range(repeats):
@@ -207,9 +232,7 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
     rows = [
         _median_row("SFT step", "s/step", [s for r in sft["float32"] for s in r["seconds"]],
                     [s for r in sft["new"] for s in r["seconds"]], False, f"max loss gap {gap:.2e}"),
-        _median_row("greedy generation", "tokens/s", [r["tokens"] / r["seconds"] for r in gen["float32"]],
-                    [r["tokens"] / r["seconds"] for r in gen["new"]], True,
-                    f"{prompts_n} prompts x {max_new_tokens} tokens; identical texts {same}/{gen_repeats}"),
+        *generation_rows(gen, prompts_n, max_new_tokens),
     ]
     if grpo_setup:
         rows += grpo_rows(model, grpo_setup["questions"], grpo_setup["corpus"], gen_repeats,
