@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from grepseek_lib import config
 from grepseek_lib.agent.actions import Action, parse_action
+from grepseek_lib.agent.generation import Generation
 from grepseek_lib.agent.prompt import ToolBudget, format_error_message, initial_messages, repeat_payload
 from grepseek_lib.agent.trajectory import Trajectory, Turn
 from grepseek_lib.progress import progress_bar
@@ -131,6 +132,33 @@ def episode_progress(total: int, desc: str) -> Iterator[Callable[[Trajectory, Tu
         yield on_turn
 
 
+def _take_turn(ep: _Episode, gen: Generation, redrawn: list) -> Turn | None:
+    """Record one generated turn and act on it; the turn when its command is to run, else None."""
+    action = parse_action(gen.text)
+    turn = Turn(text=gen.text, action=action, prompt_tokens=int(gen.prompt_tokens or 0),
+                completion_tokens=int(gen.completion_tokens or 0), llm_s=float(gen.latency_s or 0.0),
+                redrawn=redrawn)
+    ep.traj.turns.append(turn)
+    if action.kind == "answer":
+        ep.messages.append({"role": "assistant", "content": action.text})
+        ep.finish("answer", action.answer)
+    elif ep.budget.spent:
+        ep.messages.append({"role": "assistant", "content": action.text or gen.text})
+        ep.finish("budget")
+    elif action.kind == "invalid":
+        ep.messages.append({"role": "assistant", "content": gen.text.strip()})
+        ep.errors_in_row += 1
+        if ep.errors_in_row >= MAX_FORMAT_ERRORS_IN_ROW:
+            ep.finish("format_errors")
+        else:
+            turn.observation_text = format_error_message(action.error or "malformed action")
+            ep.messages.append({"role": "tool", "content": turn.observation_text})
+    else:
+        ep.messages.append({"role": "assistant", "content": action.text})
+        return turn
+    return None
+
+
 def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MAX_TOOL_CALLS,
               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
               max_context_tokens: int = DEFAULT_MAX_CONTEXT_TOKENS, temperature: float = 0.0,
@@ -158,27 +186,8 @@ def run_batch(items: Sequence, backend, tool, *, max_tool_calls: int = config.MA
         redrawn = _redraw_repeats(backend, active, generations, redraws, max_new_tokens=max_new_tokens)
         tool_work: list[tuple[_Episode, Turn]] = []
         for ep, gen in zip(active, generations, strict=True):
-            action = parse_action(gen.text)
-            turn = Turn(text=gen.text, action=action, prompt_tokens=int(gen.prompt_tokens or 0),
-                        completion_tokens=int(gen.completion_tokens or 0), llm_s=float(gen.latency_s or 0.0),
-                        redrawn=redrawn.get(id(ep), []))
-            ep.traj.turns.append(turn)
-            if action.kind == "answer":
-                ep.messages.append({"role": "assistant", "content": action.text})
-                ep.finish("answer", action.answer)
-            elif ep.budget.spent:
-                ep.messages.append({"role": "assistant", "content": action.text or gen.text})
-                ep.finish("budget")
-            elif action.kind == "invalid":
-                ep.messages.append({"role": "assistant", "content": gen.text.strip()})
-                ep.errors_in_row += 1
-                if ep.errors_in_row >= MAX_FORMAT_ERRORS_IN_ROW:
-                    ep.finish("format_errors")
-                else:
-                    turn.observation_text = format_error_message(action.error or "malformed action")
-                    ep.messages.append({"role": "tool", "content": turn.observation_text})
-            else:
-                ep.messages.append({"role": "assistant", "content": action.text})
+            turn = _take_turn(ep, gen, redrawn.get(id(ep), []))
+            if turn is not None:
                 tool_work.append((ep, turn))
 
         for (ep, turn), (payload, seconds) in zip(tool_work, _run_new(tool, tool_work, tool_workers), strict=True):

@@ -244,27 +244,11 @@ def skipping_trainer_class() -> type:
     return SkippingGRPOTrainer
 
 
-def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path,
-                  shards: Path | None = None, questions: Sequence[dict], lora: bool = False,
-                  max_steps: int | None = None, loaded: tuple[Any, Any, dict] | None = None,
-                  compact_head: bool = True) -> tuple[Any, Any]:
-    """The GRPOTrainer with the shell tool and the F1 x format reward; returns (trainer, tokenizer).
-    `loaded`: what `load_trainable(model_name)` returned, when the caller already loaded it;
-    `compact_head=False` keeps trl's own LM head (train/lm_head.py), for benchmarks of the old path."""
-    from datasets import Dataset
+def grpo_config(out: Path, settings: GRPOSettings, flags: dict, max_steps: int | None = None) -> Any:
+    """trl's GRPOConfig from the settings: constant lr, no top-p / top-k, the tool loop's turn and call caps."""
     from trl import GRPOConfig
 
-    from grepseek_lib.train.lm_head import compact_lm_head  # defers torch and trl, as above
-
-    out = Path(out)
-    model, tokenizer, flags = loaded or load_trainable(model_name, settings.precision)
-    tool = open_tool(corpus, shards, timeout=settings.tool_timeout_s,
-                     max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
-    rows = prompt_rows(questions, tool, settings)
-    if len(rows) < settings.questions_per_step:  # trl would drop the incomplete batch: no step at all
-        raise UserError(f"{len(rows)} training question(s) but a step needs questions_per_step="
-                        f"{settings.questions_per_step}; raise max_questions (or probe_candidates) or lower it")
-    args = GRPOConfig(
+    return GRPOConfig(
         output_dir=str(out / CHECKPOINTS),
         max_steps=max_steps if max_steps is not None else settings.max_steps,
         learning_rate=settings.learning_rate,
@@ -288,6 +272,28 @@ def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus:
         remove_unused_columns=False,
         **checkpoint_args(settings, flags),
     )
+
+
+def build_trainer(model_name: str, out: Path, settings: GRPOSettings, *, corpus: Path,
+                  shards: Path | None = None, questions: Sequence[dict], lora: bool = False,
+                  max_steps: int | None = None, loaded: tuple[Any, Any, dict] | None = None,
+                  compact_head: bool = True) -> tuple[Any, Any]:
+    """The GRPOTrainer with the shell tool and the F1 x format reward; returns (trainer, tokenizer).
+    `loaded`: what `load_trainable(model_name)` returned, when the caller already loaded it;
+    `compact_head=False` keeps trl's own LM head (train/lm_head.py), for benchmarks of the old path."""
+    from datasets import Dataset
+
+    from grepseek_lib.train.lm_head import compact_lm_head  # defers torch and trl, as above
+
+    out = Path(out)
+    model, tokenizer, flags = loaded or load_trainable(model_name, settings.precision)
+    tool = open_tool(corpus, shards, timeout=settings.tool_timeout_s,
+                     max_obs_tokens=settings.max_obs_tokens, tokenizer=tokenizer)
+    rows = prompt_rows(questions, tool, settings)
+    if len(rows) < settings.questions_per_step:  # trl would drop the incomplete batch: no step at all
+        raise UserError(f"{len(rows)} training question(s) but a step needs questions_per_step="
+                        f"{settings.questions_per_step}; raise max_questions (or probe_candidates) or lower it")
+    args = grpo_config(out, settings, flags, max_steps)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is marked experimental in trl
     reward = TrlShellReward(tokenizer, max_tool_calls=settings.max_tool_calls, log_path=out / REWARD_PARTS_FILE,
                             repeat_penalty=settings.repeat_penalty, evidence_bonus=settings.evidence_bonus)
