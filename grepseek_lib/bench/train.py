@@ -185,6 +185,12 @@ def _median_row(task: str, unit: str, old: list[float], new: list[float], higher
             "runs": f"{len(old)}+{len(new)}", "note": note}
 
 
+def identical_texts(old: list[dict], new: list[dict]) -> str:
+    """How many batches decoded the same texts on both paths, as "k/n"."""
+    pairs = list(zip(old, new, strict=True))
+    return f"{sum(o['texts'] == n['texts'] for o, n in pairs)}/{len(pairs)}"
+
+
 def generation_rows(gen: dict[str, list[dict]], prompts_n: int, max_new_tokens: int) -> list[dict[str, Any]]:
     """tokens/s of each backend's first batch (cold) and of the later ones (warm: the eval's steady state, every
     batch new questions over the system-prompt cache the backend built once); texts compared batch by batch."""
@@ -192,13 +198,12 @@ def generation_rows(gen: dict[str, list[dict]], prompts_n: int, max_new_tokens: 
         return [r["tokens"] / r["seconds"] for r in runs]
 
     def same(old: str, new: str) -> str:
-        pairs = list(zip(gen[old], gen[new], strict=True))
-        return f"identical texts {sum(o['texts'] == n['texts'] for o, n in pairs)}/{len(pairs)}"
+        return f"identical texts {identical_texts(gen[old], gen[new])}"
 
     shape = f"{prompts_n} prompts x {max_new_tokens} tokens"
     return [_median_row("greedy generation, first batch", "tokens/s", tokens_per_s(gen["float32 first"]),
                         tokens_per_s(gen["new first"]), True,
-                        f"{shape}; each backend's first call (loading, system-prompt cache); "
+                        f"{shape}; each backend's first call (warm-up, system-prompt cache); "
                         f"{same('float32 first', 'new first')}"),
             _median_row("greedy generation", "tokens/s", tokens_per_s(gen["float32"]), tokens_per_s(gen["new"]), True,
                         f"{shape}; after the first batch, new questions every batch; {same('float32', 'new')}")]
@@ -216,7 +221,7 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
     old_backend = HFBackend(model, device="cpu", batch_size=prompts_n, lean=False, precision="float32")
     new_backend = HFBackend(model, device="cpu", batch_size=prompts_n, precision=new_precision)
     gen: dict[str, list[dict]] = {"float32": [], "new": [], "float32 first": [], "new first": []}
-    for batch in range(gen_repeats + 1):  # batch 0 is each backend's first call: loading, its system-prompt cache
+    for batch in range(gen_repeats + 1):  # batch 0: each backend's first call (warm-up, its system-prompt cache)
         convs = prompts(prompts_n, batch)
         for name, backend in (("float32", old_backend), ("new", new_backend)):
             gen[name if batch else f"{name} first"].append(generation_run(backend, convs, max_new_tokens))
@@ -228,7 +233,6 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
     curves = {k: [statistics.mean(vals) for vals in zip(*(r["losses"] for r in runs), strict=True)]
               for k, runs in sft.items()}
     gap = max((abs(a - b) for a, b in zip(curves["float32"], curves["new"], strict=True)), default=0.0)
-    same = sum(o["texts"] == n["texts"] for o, n in zip(gen["float32"], gen["new"], strict=True))
     rows = [
         _median_row("SFT step", "s/step", [s for r in sft["float32"] for s in r["seconds"]],
                     [s for r in sft["new"] for s in r["seconds"]], False, f"max loss gap {gap:.2e}"),
@@ -242,7 +246,7 @@ def bench_train(model: str, data: Path, *, steps: int, repeats: int, prompts_n: 
                              episodes["max_new_tokens"])
     return {"model": model, "precision": new_precision, "steps": steps, "repeats": repeats,
             "gen_repeats": gen_repeats, "rows": rows,
-            "curves": curves, "max_loss_gap": gap, "identical_generations": f"{same}/{gen_repeats}"}
+            "curves": curves, "max_loss_gap": gap, "identical_generations": identical_texts(gen["float32"], gen["new"])}
 
 
 def markdown(report: dict[str, Any]) -> str:
