@@ -503,7 +503,7 @@ def test_grpo_lean_rollout_turns_sample_what_trls_generate_samples(world, tmp_pa
     torch = pytest.importorskip("torch")
     from grepseek_lib.train import grpo
 
-    settings = _grpo_settings(temperature=1.0, max_turn_tokens=24)
+    settings = _grpo_settings(temperature=1.0, max_turn_tokens=24, precision="float32")
     questions = grpo.load_questions(settings.train_splits, world["bench"])
     trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
                                             questions=questions)
@@ -523,11 +523,44 @@ def test_grpo_lean_rollout_turns_sample_what_trls_generate_samples(world, tmp_pa
         turns[lean] = (first, second)
     assert turns[True] == turns[False]
     assert any(len(c) > 4 for c in turns[True][0])  # sampled turns of some length, not empty ones
-    step, backend = trainer._rollout_backend
+    step, _, backend = trainer._rollout_backend
+    assert backend.model is trainer.model  # float32 training samples from the policy itself
     assert backend.reused_tokens >= sum(len(p) for p in prompts)  # turn 2 started from turn 1's caches
     trainer.state.global_step = step + 1  # the weights changed: the next turn starts from no cache
     trainer._generate_single_turn(prompts[:1], None, {}, 1)
-    assert trainer._rollout_backend[1] is not backend and trainer._rollout_backend[1].reused_tokens == 0
+    assert trainer._rollout_backend[2] is not backend and trainer._rollout_backend[2].reused_tokens == 0
+
+
+def test_grpo_rollouts_under_cpu_autocast_decode_on_a_bf16_copy_refreshed_each_step(world, tmp_path):
+    """plumbing.sampling_copy: with bf16 autocast over float32 weights, rollouts (and the probe) sample from a
+    bf16 copy holding the policy's current weights; the copy is refreshed in place once the optimizer stepped."""
+    torch = pytest.importorskip("torch")
+    from grepseek_lib.train import grpo
+    from grepseek_lib.train.plumbing import sampling_copy
+
+    settings = _grpo_settings(temperature=1.0, max_turn_tokens=8, precision="bf16")
+    questions = grpo.load_questions(settings.train_splits, world["bench"])
+    trainer, tokenizer = grpo.build_trainer(world["model"], tmp_path / "g", settings, corpus=world["corpus"],
+                                            questions=questions)
+    policy = trainer.model
+    assert trainer.args.bf16 and policy.dtype == torch.float32
+    prompt = tokenizer(tokenizer.apply_chat_template(initial_messages(QUESTIONS[0][0], 3), tokenize=False,
+                                                     add_generation_prompt=True), add_special_tokens=False)["input_ids"]
+
+    def copy_matches_policy(copy) -> bool:
+        theirs = {k: v.to(torch.bfloat16) for k, v in policy.state_dict().items()}
+        return all(torch.equal(v, theirs[k]) for k, v in copy.state_dict().items())
+
+    trainer._generate_single_turn([prompt, prompt], None, {}, 2)
+    copy = trainer._rollout_backend[2].model
+    assert copy is not policy and copy.dtype == torch.bfloat16 and not copy.training and copy_matches_policy(copy)
+    with torch.no_grad():
+        next(policy.parameters()).add_(0.5)  # as an optimizer step would
+    assert not copy_matches_policy(copy)
+    trainer.state.global_step += 1
+    trainer._generate_single_turn([prompt], None, {}, 1)
+    assert trainer._rollout_backend[2].model is copy and copy_matches_policy(copy)
+    assert sampling_copy(policy, False) is policy  # float32 training: the policy itself
 
 
 def test_reward_trend_says_how_many_rollouts_each_side_stands_on():

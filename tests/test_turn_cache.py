@@ -9,7 +9,7 @@ from grepseek_lib.agent.actions import render_turn
 from grepseek_lib.agent.backends import DEFAULT_STOPS, HFBackend
 from grepseek_lib.agent.loop import run_batch
 from grepseek_lib.agent.prompt import initial_messages
-from grepseek_lib.agent.turn_cache import Entry, TurnCache, best_match, common_prefix
+from grepseek_lib.agent.turn_cache import Entry, TurnCache, best_match, common_prefix, shared_prefix
 from grepseek_lib.shell.tool import ShellTool
 
 torch = pytest.importorskip("torch")
@@ -54,6 +54,31 @@ def test_the_turn_cache_keeps_only_what_fits_its_budget_and_installs_on_commit()
 def _continue(conv: list[dict], text: str, turn: int) -> list[dict]:
     return conv + [{"role": "assistant", "content": text},
                    {"role": "tool", "content": f'{{"stdout": "line {turn} of the output\\n", "exit_code": 0}}'}]
+
+
+def test_shared_prefix_leaves_every_prompt_one_id_to_read():
+    assert shared_prefix([[1, 2, 3, 4], [1, 2, 3, 9], [1, 2, 7]]) == 2
+    assert shared_prefix([[1, 2, 3], [1, 2, 3]]) == 2  # identical prompts: the last id is read by each row
+    assert shared_prefix([[1, 2, 3]]) == 0 and shared_prefix([[5], [6]]) == 0
+
+
+def test_generate_ids_computes_a_shared_prompt_once_and_samples_the_same_tokens(tiny):
+    """G rollouts of one question (and rows of another under the same system prompt) in one chunk: the shared
+    prefix is read once, at batch 1, and greedy ids equal each prompt decoded alone without any reuse."""
+    tok = HFBackend(str(tiny), device="cpu").tokenizer
+    prompts = [tok(tok.apply_chat_template(initial_messages(q, 1000), tokenize=False, add_generation_prompt=True),
+                   add_special_tokens=False)["input_ids"] for q in (QUESTIONS[0], QUESTIONS[0], QUESTIONS[1])]
+    fresh = HFBackend(str(tiny), device="cpu", batch_size=1, reuse_turns=False, prefix_cache=False)
+    fresh.turns = TurnCache()  # generate_ids needs the lean loop; a fresh cache per prompt reuses nothing
+    want = []
+    for p in prompts:
+        fresh.turns.clear()
+        want += fresh.generate_ids([p], max_new_tokens=16, temperature=0.0)
+    assert fresh.reused_tokens == 0
+    batched = HFBackend(str(tiny), device="cpu", batch_size=8, prefix_cache=False, reuse_turns=True)
+    got = batched.generate_ids(prompts, max_new_tokens=16, temperature=0.0)
+    assert got == want and any(len(ids) > 2 for ids in got)
+    assert batched.reused_tokens == 3 * shared_prefix(prompts) and shared_prefix(prompts) > 100
 
 
 @pytest.mark.parametrize("constrain", [True, False])

@@ -12,8 +12,11 @@ from grepseek_lib.agent.constrained import ProtocolLogitsProcessor, wants_answer
 from grepseek_lib.agent.generation import Generation, cut_at_stop
 from grepseek_lib.agent.models import default_device, load_model_and_tokenizer, load_tokenizer
 from grepseek_lib.agent.precision import resolve_precision
-from grepseek_lib.agent.turn_cache import Entry, TurnCache, best_match, from_cache, stitched
+from grepseek_lib.agent.turn_cache import Entry, TurnCache, best_match, from_cache, shared_prefix, stitched
 from grepseek_lib.errors import UserError
+
+#: Shared prompt tokens worth one batch-1 prefill for a chunk (below it, each row reads its own).
+MIN_SHARED = 16
 
 
 class _TailStop:
@@ -229,13 +232,29 @@ class HFBackend:
         results: list[list[int]] = []
         for lo in range(0, len(prompts), self.batch_size):
             chunk = [list(p) for p in prompts[lo: lo + self.batch_size]]
-            starts = [best_match(p, self.turns.entries) if self.turns is not None else (None, 0) for p in chunk]
+            starts = self._chunk_starts(chunk)
             new, lengths, _, _ = self._decode_rows(chunk, max_new_tokens, temperature, [], [False] * len(chunk),
                                                    None, starts, eos)
             results += [row[:n] for row, n in zip(new, lengths, strict=True)]
         if self.turns is not None:
             self.turns.commit()
         return results
+
+    def _chunk_starts(self, chunk: list[list[int]]) -> list[tuple[Entry | None, int]]:
+        """Each prompt's kept cache to start from; where the prompts share a longer prefix than those (the first
+        turn of a question's G rollouts, or any rows under one system prompt), its keys/values are computed
+        once for the chunk rather than once a row."""
+        import torch
+
+        entries = list(self.turns.entries) if self.turns is not None else []
+        starts = [best_match(p, entries) for p in chunk]
+        shared = shared_prefix(chunk)
+        if shared < MIN_SHARED or all(keep >= shared - MIN_SHARED for _, keep in starts):
+            return starts
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([chunk[0][:shared]], device=self.model.device), use_cache=True)
+        entry = from_cache(out.cache, chunk[0][:shared])
+        return [best_match(p, [*entries, entry]) for p in chunk]
 
     def _generate_batch(self, ids: list[list[int]], max_new_tokens: int, temperature: float, stop: list[str],
                         answer_only: list[bool], prefix: tuple[tuple[int, ...], Any] | None = None,

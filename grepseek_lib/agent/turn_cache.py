@@ -39,6 +39,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return lo
 
 
+def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """How many leading ids all `prompts` share, leaving each at least one id to read (0 for fewer than two)."""
+    if len(prompts) < 2:
+        return 0
+    first = tuple(prompts[0])
+    return max(0, min(min(common_prefix(first, tuple(p)) for p in prompts[1:]), min(map(len, prompts)) - 1))
+
+
 def best_match(ids: Sequence[int], entries: Sequence[Entry]) -> tuple[Entry | None, int]:
     """The entry sharing the longest prefix with `ids` and how many positions of it to reuse (at least one id
     is always left to read: the model must see a token to predict the next)."""

@@ -55,6 +55,8 @@ from grepseek_lib.train.plumbing import (
     load_trainable,
     lora_config,
     metrics_logger,
+    precision_flags,
+    sampling_copy,
     save_final_model,
     start_or_resume,
 )
@@ -88,6 +90,8 @@ def probe_questions(policy: str | tuple[Any, Any], questions: Sequence[dict], se
     The real agent loop and tool, the GRPO temperature and turn cap, and the reward the trainer uses.
     """
     model, tokenizer = policy if isinstance(policy, tuple) else (policy, None)
+    if not isinstance(model, str):  # the trainer's model: sampled as its rollouts will be
+        model = sampling_copy(model, precision_flags(settings.precision)["bf16"])
     training = bool(getattr(model, "training", False))
     if training:
         model.eval()

@@ -6,7 +6,8 @@ process (no vLLM, no continuous batching, no DeepSpeed / FSDP, no images; temper
 here set it), turns are decoded by `HFBackend.generate_ids` instead: the lean loop, the same sampling
 arithmetic (softmax of logits / temperature, one multinomial draw a step), and each rollout's cache kept
 from its previous turn. Caches are dropped whenever the optimizer has stepped, since keys/values depend on
-the weights. Anything else goes to trl's own path unchanged.
+the weights. Under CPU autocast the turns decode on a bf16 copy of the policy refreshed at each step
+(`plumbing.sampling_copy`), as the eval's bf16 backend decodes. Anything else goes to trl's own path unchanged.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from grepseek_lib.agent.backends import HFBackend
+from grepseek_lib.train.plumbing import sampling_copy
 
 
 def plain_sampling(config: Any) -> bool:
@@ -28,7 +30,8 @@ class LeanRollouts:
     """Mixin for a GRPOTrainer: `_generate_single_turn` on the lean loop where it is exact (see the module)."""
 
     lean_rollouts = True
-    _rollout_backend: tuple[int, Any] | None = None  # (global step, backend holding that step's caches)
+    _rollout_backend: tuple[int, Any, Any] | None = None  # (global step, policy, backend with that step's caches)
+    _sampling_model: Any = None  # the bf16 copy rollouts decode with under CPU autocast, kept across steps
 
     def _lean_applies(self, images: Any, multimodal_fields: Any) -> bool:
         from grepseek_lib.agent import decode
@@ -42,10 +45,12 @@ class LeanRollouts:
     def _backend_for_step(self, model: Any) -> Any:
         step = int(self.state.global_step)
         if self._rollout_backend is None or self._rollout_backend[0] != step \
-                or self._rollout_backend[1].model is not model:
-            backend = HFBackend(model, self._tokenizer, batch_size=1 << 16, prefix_cache=False, reuse_turns=True)
-            self._rollout_backend = (step, backend)
-        return self._rollout_backend[1]
+                or self._rollout_backend[1] is not model:
+            self._sampling_model = sampling_copy(model, bool(self.args.bf16), self._sampling_model)
+            backend = HFBackend(self._sampling_model, self._tokenizer, batch_size=1 << 16, prefix_cache=False,
+                                reuse_turns=True)
+            self._rollout_backend = (step, model, backend)
+        return self._rollout_backend[2]
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if not self._lean_applies(images, multimodal_fields):

@@ -58,6 +58,26 @@ def load_trainable(model_name: str, precision: str = "auto") -> tuple[Any, Any, 
     return model, tokenizer, flags
 
 
+def sampling_copy(model: Any, bf16: bool, into: Any = None) -> Any:
+    """The model to sample episodes from while `model` trains: with `bf16` over float32 weights (CPU autocast)
+    a bf16 copy, since autocast would cast every weight again at each decode step, twice the bytes read for
+    the same bf16 arithmetic; `into` (an earlier copy) is refreshed in place. Otherwise `model` itself (bf16
+    weights already, float32 training, or PEFT, whose adapters a plain copy would not carry)."""
+    import torch
+    from transformers import PreTrainedModel
+
+    if not bf16 or model.dtype != torch.float32 or not isinstance(model, PreTrainedModel) \
+            or getattr(model, "peft_config", None):
+        return model
+    if into is None:
+        into = type(model)._from_config(model.config, dtype=torch.bfloat16,
+                                        attn_implementation=model.config._attn_implementation)
+        into.to(model.device).eval().requires_grad_(False)
+    with torch.no_grad():
+        into.load_state_dict(model.state_dict())
+    return into
+
+
 def checkpoint_args(settings: RunSettings, flags: dict[str, bool]) -> dict[str, Any]:
     """Trainer arguments SFT and GRPO share: precision, logging, step checkpoints, seed, no trackers."""
     return dict(activation_checkpointing=settings.gradient_checkpointing, logging_steps=settings.logging_steps,
