@@ -73,6 +73,8 @@ def test_bench_train_episode_and_grpo_rows(tiny, chats, miniwiki, tmp_path, caps
     assert {"agent episode", "agent episode, turn reuse alone", "GRPO step", "GRPO step, lean rollouts alone"} <= set(rows)
     assert "old column: float32, trl's LM head, trl generate" in rows["GRPO step"]["note"]
     assert "same rewards 1/1" in rows["GRPO step, lean rollouts alone"]["note"]
+    per_token = rows["GRPO step, per rollout token"]
+    assert per_token["unit"] == "ms/token" and per_token["new"] > 0 and " calls" in per_token["note"]
     assert "identical trajectories 1/1" in rows["agent episode, turn reuse alone"]["note"]
     assert main(["bench", "train", "--model", str(tiny), "--data", str(chats), "--episode-benchmarks", "musique_train",
                  "--benchmarks-dir", str(miniwiki / "benchmarks"), "--out", str(out)]) == 2

@@ -347,6 +347,8 @@ def test_grpo_skips_the_pass_when_every_advantage_is_zero(monkeypatch):
     trainer.beta = 0.04  # with a KL term a zero advantage still has a gradient: never skipped
     assert float(trainer.compute_loss(model, {"advantages": torch.zeros(4)})) == 7.0
     assert trainer.skipped_micro_batches == 1 and trainer._metrics["train"]["skipped_fraction"] == [1.0, 0.0, 0.0]
+    trainer.beta, trainer.skip_zero_advantages = 0.0, False  # benchmarks time every path's update
+    assert float(trainer.compute_loss(model, {"advantages": torch.zeros(4)})) == 7.0
 
 
 def test_configs():

@@ -147,12 +147,17 @@ def grpo_run(model: str, questions: list[dict], corpus: Path, path: tuple[str | 
         trainer, _ = grpo.build_trainer(model, Path(out), settings, corpus=corpus, questions=questions[:1],
                                         compact_head=compact_head)
         trainer.args.disable_tqdm = True
+        trainer.skip_zero_advantages = False  # sampled rewards differ by path: every path runs its update
         torch.manual_seed(settings.seed)
         start = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start
         parts = grpo.read_reward_parts(Path(out) / grpo.REWARD_PARTS_FILE)
-    return {"seconds": seconds / generations, "rewards": [p.get("rewards") for p in parts]}
+        logged = next((r for r in trainer.state.log_history if "completions/mean_length" in r), {})
+    length = float(logged.get("completions/mean_length", 0.0))
+    return {"seconds": seconds / generations, "rewards": [p.get("rewards") for p in parts],
+            "ms_per_token": 1000 * seconds / (generations * length) if length else float("nan"),
+            "shape": f"{length:.0f} tokens, {float(logged.get('tools/call_frequency', 0.0)):.2f} calls"}
 
 
 def grpo_rows(model: str, questions: list[dict], corpus: Path, repeats: int, generations: int,
@@ -168,10 +173,17 @@ def grpo_rows(model: str, questions: list[dict], corpus: Path, repeats: int, gen
     def same(name: str) -> str:
         return f"same rewards {sum(a['rewards'] == b['rewards'] for a, b in zip(runs[name], new, strict=True))}/{repeats}"
 
+    def shapes(name: str) -> str:
+        return "; ".join(r["shape"] for r in runs[name])
+
     note = f"1 question x {generations} rollouts, one update"
     return [_median_row("GRPO step", "s/rollout", [r["seconds"] for r in runs["before"]],
                         [r["seconds"] for r in new], False,
                         f"{note}; old column: float32, trl's LM head, trl generate; {same('before')}"),
+            _median_row("GRPO step, per rollout token", "ms/token", [r["ms_per_token"] for r in runs["before"]],
+                        [r["ms_per_token"] for r in new], False,
+                        f"sampled rollouts differ by path; mean rollout length, tool calls: old {shapes('before')}, "
+                        f"new {shapes('new')}"),
             _median_row("GRPO step, lean rollouts alone", "s/rollout", [r["seconds"] for r in runs["trl generate"]],
                         [r["seconds"] for r in new], False,
                         f"{note}; old column: {precision} + the new head, trl generate; {same('trl generate')}")]

@@ -233,10 +233,11 @@ def skipping_trainer_class() -> type:
 
     class SkippingGRPOTrainer(LeanRollouts, GRPOTrainer):
         skipped_micro_batches = 0
+        skip_zero_advantages = True  # benchmarks turn it off, so every path they time runs its update
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             advantages = inputs.get("advantages") if isinstance(inputs, dict) else None
-            skip = not return_outputs and self.beta == 0.0 and advantages is not None and \
+            skip = self.skip_zero_advantages and not return_outputs and self.beta == 0.0 and advantages is not None and \
                 not bool(advantages.ne(0).any())
             self._metrics["train"]["skipped_fraction"].append(float(skip))  # logged as the step's mean
             if skip:
