@@ -15,7 +15,7 @@ from grepseek_lib.agent.precision import resolve_precision
 from grepseek_lib.agent.turn_cache import Entry, TurnCache, best_match, from_cache, shared_prefix, stitched
 from grepseek_lib.errors import UserError
 
-#: Shared prompt tokens worth one batch-1 prefill for a chunk (below it, each row reads its own).
+#: Shared prompt tokens worth one batch-1 prefill (the system prompt, a chunk's common prefix); below it, each row reads its own.
 MIN_SHARED = 16
 
 
@@ -133,7 +133,6 @@ class HFBackend:
 
     def _system_cache(self, conversation: list[dict], ids: list[int]) -> tuple[tuple[int, ...], Any] | None:
         """(token ids, key/value cache) of the rendered system message if `ids` starts with it, else None."""
-        import torch
 
         if not conversation or conversation[0].get("role") != "system":
             return None
@@ -143,13 +142,18 @@ class HFBackend:
             # Keep only what the full prompt tokenizes identically, minus one token at the seam.
             same = next((k for k, (a, b) in enumerate(zip(head, ids, strict=False)) if a != b),
                         min(len(head), len(ids)))
-            if same - 1 < 16 or same - 1 >= len(ids):
+            if same - 1 < MIN_SHARED or same - 1 >= len(ids):
                 return None
             prefix = tuple(ids[: same - 1])
-            with torch.inference_mode():
-                out = self.model(input_ids=torch.tensor([prefix], device=self.model.device), use_cache=True)
-            self._prefix = (prefix, out.cache)
+            self._prefix = (prefix, self._prefill(prefix))
         return self._prefix
+
+    def _prefill(self, ids: Sequence[int]) -> Any:
+        """The key/value cache of `ids` read at batch 1 (a prefix many rows start from)."""
+        import torch
+
+        with torch.inference_mode():
+            return self.model(input_ids=torch.tensor([list(ids)], device=self.model.device), use_cache=True).cache
 
     def _inputs(self, ids: list[list[int]], prefix: tuple[tuple[int, ...], Any] | None,
                 keeps: list[int] | None = None) -> dict[str, Any]:
@@ -244,16 +248,12 @@ class HFBackend:
         """Each prompt's kept cache to start from; where the prompts share a longer prefix than those (the first
         turn of a question's G rollouts, or any rows under one system prompt), its keys/values are computed
         once for the chunk rather than once a row."""
-        import torch
-
         entries = list(self.turns.entries) if self.turns is not None else []
         starts = [best_match(p, entries) for p in chunk]
         shared = shared_prefix(chunk)
         if shared < MIN_SHARED or all(keep >= shared - MIN_SHARED for _, keep in starts):
             return starts
-        with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([chunk[0][:shared]], device=self.model.device), use_cache=True)
-        entry = from_cache(out.cache, chunk[0][:shared])
+        entry = from_cache(self._prefill(chunk[0][:shared]), chunk[0][:shared])
         return [best_match(p, [*entries, entry]) for p in chunk]
 
     def _generate_batch(self, ids: list[list[int]], max_new_tokens: int, temperature: float, stop: list[str],
